@@ -1,0 +1,44 @@
+# Two entry points for a fresh machine (see README):
+#   make run    -> the whole pipeline at the paper's scale (snakemake all)
+#   make test   -> the test suite (what CI runs)
+# Both create .venv from requirements.lock first (once; re-done when the lock changes).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CORES  ?= all
+CONFIG ?= config/config.yaml
+TARGET ?= all
+PYTEST_ARGS ?=
+
+.PHONY: run quick test test-slow bench lock clean-venv
+
+$(BIN)/.installed: requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(BIN)/.installed
+
+run: $(BIN)/.installed
+	$(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES) --configfile $(CONFIG) $(TARGET)
+
+quick: $(BIN)/.installed
+	$(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES) --configfile config/quick.yaml $(TARGET)
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/engine.py --out benchmarks/engine.json
+
+lock: $(BIN)/.installed
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^torch==' > requirements.lock.new
+
+clean-venv:
+	rm -rf $(VENV)

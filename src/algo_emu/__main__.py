@@ -1,0 +1,5 @@
+import sys
+
+from algo_emu.cli import main
+
+sys.exit(main())
