@@ -1,0 +1,25 @@
+# algo-emu: replication pipeline for "In-Context Algorithm Emulation in
+# Fixed-Weight Transformers" (Hu, Liu, Zhang, Liu; ICLR 2026).
+# Thin on purpose: the rules live in workflow/rules/, the logic in src/algo_emu/.
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+# config/config.yaml (the paper's scale) is the default. A --configfile given on
+# the command line REPLACES it instead of being merged over it, so a quick or
+# custom config never inherits paper-scale keys it does not mention (missing
+# keys take the schema defaults, which are the paper's values).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/heads.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        ALL_OUTPUTS,

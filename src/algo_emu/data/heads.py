@@ -1,0 +1,111 @@
+"""E1 data: prompts X and a target attention head, per seed.
+
+Per seed (streams ``(seed, "heads", ...)``):
+
+* X: N prompts of n tokens in R^d, entries 2 z - 1 with z standard normal
+  (mean -1, variance 4; the published code draws this, its comment says uniform);
+* the target head: W_K, W_Q in R^{h_t x d}, W_V in R^{d x d}, standard normal;
+* the train/test split (a permutation of the N prompts).
+
+Unlike the published code (one unseeded data set shared by every seed), each
+seed draws its own data set and head, so seeds are fully independent runs.
+
+In token-major layout (a prompt is an n x d matrix with tokens as rows),
+K = X W_K^T, Q = X W_Q^T, V = X W_V^T and the score matrix S = K Q^T has
+S[j, i] = k_j . q_i (key j, query i). Target definitions:
+
+* ``paper``: A = softmax over keys j (each column of A sums to 1), the
+  paper's W_V X Softmax((W_K X)^T W_Q X);
+* ``reference_code``: A = softmax over queries i (the published code's axis).
+
+Output token i is sum_j A[j, i] v_j, i.e. Y = A^T V (n x d).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from algo_emu.io import read_json, save_torch, sha256_file, write_json
+from algo_emu.rng import torch_stream
+
+TARGETS = ("paper", "reference_code")
+FORMAT_VERSION = 1
+
+
+def generate(seed: int, n_prompts: int, n_tokens: int, d: int, target_hidden: int) -> dict[str, torch.Tensor]:
+    """The data set of one seed: X (float32) and the target head (float64)."""
+    X = 2 * torch.randn(n_prompts, n_tokens, d, generator=torch_stream(seed, "heads", "X"), dtype=torch.float32) - 1
+    g = torch_stream(seed, "heads", "target_head")
+    W_K = torch.randn(target_hidden, d, generator=g, dtype=torch.float64)
+    W_Q = torch.randn(target_hidden, d, generator=g, dtype=torch.float64)
+    W_V = torch.randn(d, d, generator=g, dtype=torch.float64)
+    return {"X": X, "W_K": W_K, "W_Q": W_Q, "W_V": W_V}
+
+
+def split(seed: int, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train indices, test indices) of one seed; shared by its K, Q and V emulators."""
+    perm = torch.randperm(n_prompts, generator=torch_stream(seed, "heads", "split"))
+    n_test = round(n_prompts * test_fraction)
+    return perm[n_test:].sort().values, perm[:n_test].sort().values
+
+
+def attention_weights(scores: torch.Tensor, target: str) -> torch.Tensor:
+    """A from S (..., n_keys, n_queries) with S[j, i] = k_j . q_i, per target definition."""
+    if target == "paper":
+        return torch.softmax(scores, dim=-2)  # over keys j: columns sum to 1
+    if target == "reference_code":
+        return torch.softmax(scores, dim=-1)  # over queries i: the published code's axis
+    raise ValueError(f"target: unknown target definition {target!r} (expected one of {TARGETS})")
+
+
+def head_output(K: torch.Tensor, Q: torch.Tensor, V: torch.Tensor, target: str) -> torch.Tensor:
+    """Y = A^T V with A = softmax(K Q^T) along the target's axis. Shapes (..., n, .) -> (..., n, d)."""
+    A = attention_weights(K @ Q.transpose(-1, -2), target)
+    return A.transpose(-1, -2) @ V
+
+
+def projections(X: torch.Tensor, W_K: torch.Tensor, W_Q: torch.Tensor, W_V: torch.Tensor):
+    """Exact K, Q, V of prompts X (float64)."""
+    X = X.to(torch.float64)
+    return X @ W_K.T, X @ W_Q.T, X @ W_V.T
+
+
+def write_dataset(path: str | Path, seed: int, params: dict) -> dict:
+    """Generate one seed's data set and write it with a JSON sidecar (``<path>.json``)."""
+    path = Path(path)
+    data = generate(seed, params["n_prompts"], params["n_tokens"], params["d"], params["target_hidden"])
+    save_torch(path, data)
+    meta = {
+        "experiment": "heads",
+        "format_version": FORMAT_VERSION,
+        "seed": seed,
+        "params": {k: params[k] for k in ("n_prompts", "n_tokens", "d", "target_hidden")},
+        "streams": ["heads/X", "heads/target_head"],
+        "distribution": "X = 2 z - 1, z ~ N(0, 1); W_K, W_Q, W_V ~ N(0, 1)",
+        "shapes": {k: list(v.shape) for k, v in data.items()},
+        "sha256": sha256_file(path),
+    }
+    write_json(sidecar(path), meta)
+    return meta
+
+
+def sidecar(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".json")
+
+
+def load_dataset(path: str | Path, params: dict | None = None) -> dict[str, torch.Tensor]:
+    """Load a data set, verifying its checksum and (optionally) its generation parameters."""
+    path = Path(path)
+    meta = read_json(sidecar(path))
+    digest = sha256_file(path)
+    if digest != meta.get("sha256"):
+        raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
+                         "delete it and rerun the data rule")
+    if params is not None:
+        for key, value in meta["params"].items():
+            if params.get(key) != value:
+                raise ValueError(f"{path}: generated with {key}={value}, config says {params.get(key)}; rerun the data rule")
+    return torch.load(path, weights_only=True)

@@ -1,0 +1,1 @@
+"""Experiment command-line steps, one module per experiment of the paper."""

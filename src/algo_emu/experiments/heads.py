@@ -1,0 +1,311 @@
+"""E1: attention emulating an attention head (heads sweep, prompt-length sweep, O(1/H) fit).
+
+Steps (each a Snakemake rule): ``data`` (one seed's data set), ``train`` (one
+setting (H, p), all seeds x K/Q/V as one ensemble), ``aggregate`` (tables),
+``fit`` (rate fits), ``figure`` (figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from algo_emu import paper_values
+from algo_emu.cli import json_arg
+from algo_emu.data import heads as hd
+from algo_emu.fit import fit_rates, fit_rates_summary
+from algo_emu.io import read_json, write_json
+from algo_emu.models.emulator import EnsembleEmulator
+from algo_emu.rng import torch_stream
+from algo_emu.runtime import config_hash, environment, resolve_device
+from algo_emu.tables import require_columns, summarise, write_table
+from algo_emu.train import Member, TrainConfig, train_ensemble
+
+log = logging.getLogger("algo_emu.heads")
+
+ROLES = ("K", "Q", "V")
+TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "target_hidden", "hidden", "epochs", "batch_size", "lr", "test_fraction")
+HEADS_COLUMNS = ["heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "paper_mse", "paper_std", "target"]
+P_COLUMNS = ["p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "target"]
+
+
+def settings(params: dict) -> list[tuple[int, int]]:
+    """All (H, p) settings of both sweeps, deduplicated (H=1, p=60 belongs to both)."""
+    out = [(H, params["p_heads_sweep"]) for H in params["heads_sweep"]]
+    out += [(params["heads_p_sweep"], p) for p in params["p_sweep"]]
+    return list(dict.fromkeys(out))
+
+
+def setting_name(H: int, p: int) -> str:
+    return f"H{H}_p{p}"
+
+
+# --------------------------------------------------------------------------- training
+
+
+class HeadsTask:
+    """K/Q/V regression of every seed's target head; member (seed, role)."""
+
+    def __init__(self, datasets: dict[int, dict], params: dict, device: torch.device) -> None:
+        self.seeds = sorted(datasets)
+        self.members = [Member(s, r) for s in self.seeds for r in ROLES]
+        d, ht = params["d"], params["target_hidden"]
+        self.d_outs = [ht if r in "KQ" else d for _ in self.seeds for r in ROLES]
+        d_pad = max(self.d_outs)
+        xs_train, xs_test, self.test_index = [], [], {}
+        weights = []
+        for s in self.seeds:
+            data = datasets[s]
+            tr, te = hd.split(s, params["n_prompts"], params["test_fraction"])
+            xs_train.append(data["X"][tr])
+            xs_test.append(data["X"][te])
+            for r in ROLES:
+                W = data[f"W_{r}"].T.to(torch.float32)  # (d, d_out)
+                weights.append(torch.nn.functional.pad(W, (0, d_pad - W.shape[1])))
+        self.X_train = torch.stack(xs_train).to(device)             # (S, n_train, n, d)
+        self.X_test = torch.stack(xs_test).to(device)               # (S, n_test, n, d)
+        self.W = torch.stack(weights).to(device)                    # (E, d, d_pad)
+        self.member_seed = torch.tensor([self.seeds.index(m.seed) for m in self.members], device=device)
+        self.heads_w = {s: {r: datasets[s][f"W_{r}"] for r in ROLES} for s in self.seeds}
+        self.n_train = self.X_train.shape[1]
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.X_train[self.member_seed[:, None], index]          # (E, B, n, d)
+        E, B, n, d = x.shape
+        return x, torch.bmm(x.reshape(E, B * n, d), self.W).view(E, B, n, -1)
+
+    @torch.no_grad()
+    def predict_test(self, model: torch.nn.Module, chunk: int = 512) -> torch.Tensor:
+        """Every member's prediction on its seed's test prompts: (E, n_test, n, d_pad)."""
+        model.eval()
+        x_all = self.X_test[self.member_seed]                       # (E, n_test, n, d)
+        outs = [model(x_all[:, i:i + chunk]) for i in range(0, x_all.shape[1], chunk)]
+        model.train()
+        return torch.cat(outs, dim=1)
+
+    def evaluate(self, model: torch.nn.Module, eval_batch_size: int) -> dict[int, dict]:
+        """Per seed: MSE of the composed head Y' = A(K', Q')^T V' against Y, for both target definitions."""
+        pred = self.predict_test(model).to("cpu", torch.float64)
+        out = {}
+        for si, s in enumerate(self.seeds):
+            e = 3 * si
+            X = self.X_test[si].to("cpu", torch.float64)
+            K, Q, V = hd.projections(X, self.heads_w[s]["K"], self.heads_w[s]["Q"], self.heads_w[s]["V"])
+            Kp, Qp, Vp = (pred[e + j, ..., : self.d_outs[e + j]] for j in range(3))
+            res = {"member_mse": {r: float((p - t).square().mean()) for r, p, t in zip(ROLES, (Kp, Qp, Vp), (K, Q, V))}}
+            res["mse_by_target"], res["mse_batchmean_by_target"] = {}, {}
+            for target in hd.TARGETS:
+                err = (hd.head_output(Kp, Qp, Vp, target) - hd.head_output(K, Q, V, target)).square().mean(dim=(1, 2))
+                res["mse_by_target"][target] = float(err.mean())
+                batches = err.split(eval_batch_size)
+                res["mse_batchmean_by_target"][target] = float(sum(b.mean() for b in batches) / len(batches))
+            out[s] = res
+        return out
+
+
+def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: list[str], out_dir: str | Path,
+                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
+    """Train one (H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``."""
+    if threads:
+        torch.set_num_threads(threads)
+    if len(seeds) != len(data_paths):
+        raise ValueError(f"{len(seeds)} seeds but {len(data_paths)} data files")
+    device = resolve_device(device_spec)
+    t0 = time.perf_counter()
+    datasets = {s: hd.load_dataset(path, params) for s, path in zip(seeds, data_paths)}
+    task = HeadsTask(datasets, params, device)
+    model = EnsembleEmulator(
+        [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
+        d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=H,
+        total_tokens=p, attention=params.get("attention", "auto"),
+    ).to(device)
+    cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
+                      checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False))
+    run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.attention}
+    fingerprint = config_hash(run_params | {"seeds": seeds})
+
+    def on_epoch(epoch: int, m: torch.nn.Module) -> dict:
+        every = params.get("eval_every", 0)
+        if every and epoch % every == 0 and epoch < cfg.epochs:
+            ev = task.evaluate(m, params["eval_batch_size"])
+            return {"test_mse": {str(s): ev[s]["mse_by_target"][params["target"]] for s in task.seeds}}
+        return {}
+
+    log.info("setting H=%d p=%d: %d seeds x K/Q/V = %d members on %s", H, p, len(seeds), len(task.members), device)
+    result = train_ensemble(model, task, cfg, checkpoint=checkpoint, fingerprint=fingerprint, on_epoch=on_epoch)
+    evaluation = task.evaluate(model, params["eval_batch_size"])
+    env = environment(device)
+    wall = time.perf_counter() - t0
+    out = {}
+    for si, s in enumerate(seeds):
+        ev = evaluation[s]
+        idx = [3 * si + j for j in range(3)]
+        history = [{"epoch": h["epoch"], "train_loss": {r: h["train_loss"][i] for r, i in zip(ROLES, idx)},
+                    **({"test_mse": h["test_mse"][str(s)]} if "test_mse" in h else {})} for h in result.history]
+        metrics = {
+            "experiment": "heads", "setting": {"heads": H, "p": p}, "seed": s,
+            "target": params["target"], "mse": ev["mse_by_target"][params["target"]],
+            "mse_by_target": ev["mse_by_target"], "mse_batchmean_by_target": ev["mse_batchmean_by_target"],
+            "member_mse": ev["member_mse"], "history": history,
+            "n_train": task.n_train, "n_test": int(task.X_test.shape[1]),
+            "params": run_params, "config_hash": config_hash(run_params), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
+            "ensemble": {"members": len(task.members), "seeds": seeds},
+            "timing": {"wall_seconds_job": wall, "train_seconds_this_call": result.seconds,
+                       "epochs_run_this_call": result.epochs_run, "resumed_from_epoch": result.resumed_from,
+                       "epoch_seconds": [h["seconds"] for h in result.history]},
+            "environment": env,
+        }
+        write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
+        out[s] = metrics
+    return out
+
+
+# --------------------------------------------------------------------------- tables, fit, figures
+
+
+def load_runs(paths: list[str]) -> pd.DataFrame:
+    """One row per (setting, seed, target) from metrics.json files."""
+    rows = []
+    for path in paths:
+        m = read_json(path)
+        for target, mse in m["mse_by_target"].items():
+            rows.append({
+                "heads": m["setting"]["heads"], "p": m["setting"]["p"], "seed": m["seed"], "target": target,
+                "mse": mse, "mse_batchmean": m["mse_batchmean_by_target"][target],
+                "mse_K": m["member_mse"]["K"], "mse_Q": m["member_mse"]["Q"], "mse_V": m["member_mse"]["V"],
+                "epochs": m["params"]["epochs"], "n_prompts": m["params"]["n_prompts"],
+                "device": m["environment"]["device"], "config_hash": m["config_hash"],
+            })
+    if not rows:
+        raise ValueError("no metrics files given")
+    return pd.DataFrame(rows)
+
+
+def _target_order(primary: str) -> list[str]:
+    return [primary] + [t for t in hd.TARGETS if t != primary]
+
+
+def heads_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
+    rows = []
+    for target in _target_order(params["target"]):
+        for H in params["heads_sweep"]:
+            sel = runs[(runs.heads == H) & (runs.p == params["p_heads_sweep"]) & (runs.target == target)]
+            if sel.empty:
+                raise ValueError(f"no runs for H={H}, p={params['p_heads_sweep']}, target={target}")
+            pm, ps = paper_values.paper_heads(H)
+            rows.append({"heads": H, **summarise(sel.sort_values("seed").mse.to_numpy()),
+                         "paper_mse": pm, "paper_std": ps, "target": target})
+    return pd.DataFrame(rows, columns=HEADS_COLUMNS)
+
+
+def prompt_length_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
+    rows = []
+    H = params["heads_p_sweep"]
+    for target in _target_order(params["target"]):
+        for p in params["p_sweep"]:
+            sel = runs[(runs.heads == H) & (runs.p == p) & (runs.target == target)]
+            if sel.empty:
+                raise ValueError(f"no runs for H={H}, p={p}, target={target}")
+            rows.append({"p": p, "heads": H, **summarise(sel.sort_values("seed").mse.to_numpy()), "target": target})
+    return pd.DataFrame(rows, columns=P_COLUMNS)
+
+
+def caption(params: dict, runs: pd.DataFrame, what: str) -> str:
+    devices = ", ".join(sorted(runs.device.unique()))
+    return (f"{what}. Test MSE of the composed head on the held-out {params['test_fraction']:.0%} "
+            f"(mean, sample std and 95% bootstrap CI over seeds). Rows per target definition: `paper` = softmax over "
+            f"keys (the paper's definition), `reference_code` = softmax over queries (the published code); headline: "
+            f"`{params['target']}`. N={params['n_prompts']}, n={params['n_tokens']}, d={params['d']}, "
+            f"h={params['hidden']}, {params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. "
+            f"Device: {devices}. Paper values: {paper_values.HEADS_TABLE['source']}.")
+
+
+def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p_csv: str) -> None:
+    runs = load_runs(metrics)
+    from algo_emu.io import write_csv
+
+    write_csv(runs_csv, runs.sort_values(["heads", "p", "target", "seed"]))
+    write_table(heads_table(runs, params), heads_csv, caption(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}"),
+                label="tab:heads")
+    write_table(prompt_length_table(runs, params), p_csv,
+                caption(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}"), label="tab:prompt-length")
+
+
+def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
+    runs = pd.read_csv(runs_csv)
+    require_columns(runs, ["heads", "p", "seed", "target", "mse"], runs_csv)
+    result = {"model": "MSE(H) = a + b/H (least squares on per-H means) and MSE ~ H^-alpha (log-log least squares)",
+              "headline_target": params["target"], "by_target": {}}
+    for target in _target_order(params["target"]):
+        sel = runs[(runs.p == params["p_heads_sweep"]) & (runs.target == target) & runs.heads.isin(params["heads_sweep"])]
+        per_seed = {int(H): g.sort_values("seed").mse.tolist() for H, g in sel.groupby("heads")}
+        if len(per_seed) < 2:
+            raise ValueError(f"{runs_csv}: need at least two H values to fit, have {sorted(per_seed)}")
+        result["by_target"][target] = fit_rates(per_seed, n_boot=n_boot)
+    result.update({k: result["by_target"][params["target"]][k] for k in ("a", "b", "a_ci", "b_ci", "alpha", "alpha_ci", "r2")})
+    pv = paper_values.HEADS_TABLE
+    result["paper"] = fit_rates_summary(pv["heads"], pv["mse"], pv["std"], pv["n_seeds"], n_boot=n_boot) | {"source": pv["source"]}
+    write_json(out_json, result)
+    return result
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="step", required=True)
+
+    p = sub.add_parser("data", help="generate one seed's data set and target head")
+    p.add_argument("--params", type=json_arg, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=lambda a: hd.write_dataset(a.out, a.seed, a.params) and 0)
+
+    p = sub.add_parser("train", help="train one (H, p) setting, all seeds as one ensemble")
+    p.add_argument("--params", type=json_arg, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--p", type=int, required=True)
+    p.add_argument("--seeds", type=int, nargs="+", required=True)
+    p.add_argument("--data", nargs="+", required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--checkpoint")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int)
+    p.set_defaults(func=lambda a: train_setting(a.params, a.heads, a.p, a.seeds, a.data, a.out_dir, a.checkpoint,
+                                                a.device, a.threads) and 0)
+
+    p = sub.add_parser("aggregate", help="tables from per-seed metrics")
+    p.add_argument("--params", type=json_arg, required=True)
+    p.add_argument("--metrics", nargs="+", required=True)
+    p.add_argument("--runs", required=True)
+    p.add_argument("--heads-table", required=True)
+    p.add_argument("--p-table", required=True)
+    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.heads_table, a.p_table))
+
+    p = sub.add_parser("fit", help="MSE(H) = a + b/H and power-law fits with bootstrap intervals")
+    p.add_argument("--params", type=json_arg, required=True)
+    p.add_argument("--runs", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=lambda a: fit(a.params, a.runs, a.out) and 0)
+
+    p = sub.add_parser("figure", help="heads or prompt-length figure from the tables")
+    p.add_argument("--kind", choices=["heads", "prompt_length"], required=True)
+    p.add_argument("--table", required=True)
+    p.add_argument("--fit")
+    p.add_argument("--runs", required=True)
+    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
+    p.set_defaults(func=_figure)
+
+
+def _figure(a: argparse.Namespace) -> int:
+    from algo_emu.plots import heads as ph
+
+    if a.kind == "heads":
+        ph.heads_figure(a.table, a.fit, a.runs, a.out)
+    else:
+        ph.prompt_length_figure(a.table, a.runs, a.out)
+    return 0

@@ -1,0 +1,101 @@
+"""Rate fits: MSE(H) = a + b / H and MSE ~ H^(-alpha), with bootstrap intervals over seeds."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+def fit_inverse(x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
+    """Least squares of y = a + b / x; returns a, b and r2 (on y)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.size < 2 or np.unique(x).size < 2:
+        raise ValueError("fit_inverse needs at least two distinct x values")
+    design = np.column_stack([np.ones_like(x), 1.0 / x])
+    (a, b), *_ = np.linalg.lstsq(design, y, rcond=None)
+    resid = y - design @ np.array([a, b])
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else float("nan")
+    return {"a": float(a), "b": float(b), "r2": r2}
+
+
+def fit_power(x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
+    """Least squares of log y = c - alpha log x (y must be positive); returns alpha, c, r2 (log scale)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if np.any(y <= 0):
+        raise ValueError("fit_power needs positive y")
+    lx, ly = np.log(x), np.log(y)
+    design = np.column_stack([np.ones_like(lx), -lx])
+    (c, alpha), *_ = np.linalg.lstsq(design, ly, rcond=None)
+    resid = ly - design @ np.array([c, alpha])
+    ss_tot = float(((ly - ly.mean()) ** 2).sum())
+    return {"alpha": float(alpha), "c": float(c), "r2_log": 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else float("nan")}
+
+
+def _interval(samples: np.ndarray, level: float) -> list[float]:
+    lo, hi = np.quantile(samples, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return [float(lo), float(hi)]
+
+
+def _fit_both(x, y) -> tuple[float, float, float]:
+    inv = fit_inverse(x, y)
+    alpha = fit_power(x, y)["alpha"] if np.all(np.asarray(y) > 0) else float("nan")
+    return inv["a"], inv["b"], alpha
+
+
+def fit_rates(per_seed: Mapping[float, Sequence[float]], n_boot: int = 2000, level: float = 0.95,
+              seed: int = 0) -> dict:
+    """Fit both laws to the per-x means of ``per_seed`` ({x: [value per seed]}).
+
+    Intervals: percentile bootstrap, resampling the seeds of each x with replacement.
+    """
+    xs = sorted(per_seed)
+    values = [np.asarray(per_seed[x], dtype=np.float64) for x in xs]
+    means = np.array([v.mean() for v in values])
+    inv, powr = fit_inverse(xs, means), fit_power(xs, means)
+    rng = np.random.default_rng(seed)
+    boot = np.empty((n_boot, 3))
+    # Seeds are paired across x when every x has the same number of them (seed k
+    # shares its data set across settings): resample seed indices jointly then.
+    paired = len({v.size for v in values}) == 1
+    for i in range(n_boot):
+        if paired:
+            pick = rng.integers(0, values[0].size, values[0].size)
+            bm = [v[pick].mean() for v in values]
+        else:
+            bm = [v[rng.integers(0, v.size, v.size)].mean() for v in values]
+        boot[i] = _fit_both(xs, bm)
+    return {
+        "a": inv["a"], "b": inv["b"], "r2": inv["r2"], "alpha": powr["alpha"], "alpha_r2_log": powr["r2_log"],
+        "a_ci": _interval(boot[:, 0], level), "b_ci": _interval(boot[:, 1], level),
+        "alpha_ci": _interval(boot[~np.isnan(boot[:, 2]), 2], level),
+        "ci_level": level, "n_boot": n_boot,
+        "method": "percentile bootstrap over seeds" + (" (paired: the same seeds resampled at every x)" if paired else ""),
+        "x": xs, "y_mean": means.tolist(), "n_seeds": [int(v.size) for v in values],
+    }
+
+
+def fit_rates_summary(x: Sequence[float], mean: Sequence[float], std: Sequence[float], n: int,
+                      n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """The same fit from reported means and stds only (e.g. the paper's table).
+
+    Intervals: parametric bootstrap, each mean redrawn from N(mean, std / sqrt(n));
+    draws with a non-positive mean are dropped for the power law.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    mean = np.asarray(mean, dtype=np.float64)
+    se = np.asarray(std, dtype=np.float64) / np.sqrt(n)
+    inv, powr = fit_inverse(x, mean), fit_power(x, mean)
+    rng = np.random.default_rng(seed)
+    boot = np.array([_fit_both(x, mean + se * rng.standard_normal(x.size)) for _ in range(n_boot)])
+    return {
+        "a": inv["a"], "b": inv["b"], "r2": inv["r2"], "alpha": powr["alpha"], "alpha_r2_log": powr["r2_log"],
+        "a_ci": _interval(boot[:, 0], level), "b_ci": _interval(boot[:, 1], level),
+        "alpha_ci": _interval(boot[~np.isnan(boot[:, 2]), 2], level),
+        "ci_level": level, "n_boot": n_boot,
+        "method": f"parametric bootstrap: means ~ N(mean, std/sqrt({n})) (per-seed values not published)",
+        "x": x.tolist(), "y_mean": mean.tolist(),
+    }

@@ -1,0 +1,205 @@
+"""The paper's emulator block, as an ensemble with a leading member axis.
+
+The block (reference-protocol.md, "The emulator block"):
+
+1. token map: ``Linear(d_in -> h)`` on each of the n input tokens, times a
+   learnable per-token, per-channel gain (n x h, initialised to 1);
+2. extension: (p - n) learnable tokens of width h, token k initialised with
+   every channel equal to ``linspace(-1, 1, p - n)[k]``;
+3. multi-head softmax self-attention over the p tokens (q, k, v: ``Linear(h -> h)``
+   with bias; H heads of width h/H; scores scaled by ``1/sqrt(h/H)``; softmax
+   over keys; heads concatenated; output ``Linear(h -> d_out)``);
+4. keep the first n tokens.
+
+No feed-forward block, no layer norm, no residual.
+
+:class:`EnsembleEmulator` holds E independent copies (members) of the block;
+every parameter has a leading axis of size E and member ``e`` is initialised
+from its own generator, so a member's numbers do not depend on which other
+members share the ensemble. Members may have different ``d_out``; outputs are
+padded to the largest one and the padding columns stay exactly zero.
+
+The forward pass computes only what the kept n outputs need: queries, scores
+and the output projection of the n data tokens, and keys/values of the
+appended tokens once per step (they are the same for every prompt of the
+batch). :func:`reference_forward` is the plain full-p block for one member;
+a test proves both give the same outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+
+def _uniform(gen: torch.Generator, shape, bound: float, dtype) -> torch.Tensor:
+    return (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(dtype)
+
+
+class EnsembleEmulator(nn.Module):
+    """E members of the emulator block, trained as one program.
+
+    Args:
+        generators: one ``torch.Generator`` per member (its init stream).
+        d_in: input width of a token.
+        d_out: output width of each member (an int for all, or one per member).
+        n_tokens: n, the data tokens of a prompt.
+        hidden: h.
+        heads: H (must divide h).
+        total_tokens: p >= n (p - n appended learnable tokens).
+    """
+
+    def __init__(
+        self,
+        generators: Sequence[torch.Generator],
+        d_in: int,
+        d_out: int | Sequence[int],
+        n_tokens: int,
+        hidden: int,
+        heads: int,
+        total_tokens: int,
+        dtype: torch.dtype = torch.float32,
+        attention: str = "auto",
+    ) -> None:
+        super().__init__()
+        E = len(generators)
+        if E < 1:
+            raise ValueError("EnsembleEmulator: need at least one member generator")
+        if hidden % heads:
+            raise ValueError(f"heads={heads} must divide hidden={hidden}")
+        if total_tokens < n_tokens:
+            raise ValueError(f"total_tokens (p={total_tokens}) must be >= n_tokens (n={n_tokens})")
+        if attention not in ("auto", "matmul", "sdpa"):
+            raise ValueError(f"attention: unknown implementation {attention!r} (auto, matmul or sdpa)")
+        # sdpa (PyTorch's fused attention) wins when heads are narrow; plain matmuls otherwise.
+        self.attention = attention if attention != "auto" else ("sdpa" if hidden // heads < 16 else "matmul")
+        d_outs = [int(d_out)] * E if isinstance(d_out, int) else [int(v) for v in d_out]
+        if len(d_outs) != E:
+            raise ValueError(f"d_out has {len(d_outs)} entries for {E} members")
+        self.E, self.d_in, self.n, self.h, self.H, self.p = E, d_in, n_tokens, hidden, heads, total_tokens
+        self.m = total_tokens - n_tokens
+        self.d_outs = d_outs
+        self.d_out = max(d_outs)
+        h, m = hidden, self.m
+
+        w_in, b_in, w_qkv, b_qkv, w_o, b_o = [], [], [], [], [], []
+        for gen, do in zip(generators, d_outs):
+            # nn.Linear's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+            bi = 1.0 / math.sqrt(d_in)
+            w_in.append(_uniform(gen, (d_in, h), bi, dtype))
+            b_in.append(_uniform(gen, (h,), bi, dtype))
+            bh = 1.0 / math.sqrt(h)
+            ws, bs = [], []
+            for _ in range(3):  # q, k, v
+                ws.append(_uniform(gen, (h, h), bh, dtype))
+                bs.append(_uniform(gen, (h,), bh, dtype))
+            w_qkv.append(torch.cat(ws, dim=1))
+            b_qkv.append(torch.cat(bs))
+            wo = torch.zeros(h, self.d_out, dtype=dtype)
+            wo[:, :do] = _uniform(gen, (h, do), bh, dtype)
+            bo = torch.zeros(self.d_out, dtype=dtype)
+            bo[:do] = _uniform(gen, (do,), bh, dtype)
+            w_o.append(wo)
+            b_o.append(bo)
+        self.w_in = nn.Parameter(torch.stack(w_in))            # (E, d_in, h)
+        self.b_in = nn.Parameter(torch.stack(b_in))            # (E, h)
+        self.gain = nn.Parameter(torch.ones(E, n_tokens, h, dtype=dtype))
+        ext = torch.linspace(-1.0, 1.0, m, dtype=torch.float64).to(dtype) if m else torch.zeros(0, dtype=dtype)
+        self.ext = nn.Parameter(ext[None, :, None].expand(E, m, h).clone())  # (E, m, h)
+        self.w_qkv = nn.Parameter(torch.stack(w_qkv))          # (E, h, 3h): [q | k | v]
+        self.b_qkv = nn.Parameter(torch.stack(b_qkv))          # (E, 3h)
+        self.w_o = nn.Parameter(torch.stack(w_o))              # (E, h, d_out), zero-padded
+        self.b_o = nn.Parameter(torch.stack(b_o))              # (E, d_out)
+        mask = torch.zeros(E, self.d_out, dtype=dtype)
+        for e, do in enumerate(d_outs):
+            mask[e, :do] = 1
+        self.register_buffer("out_mask", mask, persistent=False)
+
+    def member_state(self, e: int) -> dict[str, torch.Tensor]:
+        """Parameters of member ``e`` as plain tensors (unpadded output)."""
+        do = self.d_outs[e]
+        h = self.h
+        return {
+            "w_in": self.w_in[e].detach().clone(), "b_in": self.b_in[e].detach().clone(),
+            "gain": self.gain[e].detach().clone(), "ext": self.ext[e].detach().clone(),
+            "w_q": self.w_qkv[e, :, :h].detach().clone(), "b_q": self.b_qkv[e, :h].detach().clone(),
+            "w_k": self.w_qkv[e, :, h:2 * h].detach().clone(), "b_k": self.b_qkv[e, h:2 * h].detach().clone(),
+            "w_v": self.w_qkv[e, :, 2 * h:].detach().clone(), "b_v": self.b_qkv[e, 2 * h:].detach().clone(),
+            "w_o": self.w_o[e, :, :do].detach().clone(), "b_o": self.b_o[e, :do].detach().clone(),
+        }
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: (E, B, n, d_in) -> (E, B, n, d_out) (padding columns are zero)."""
+        E, B, n, d_in = x.shape
+        if E != self.E or n != self.n or d_in != self.d_in:
+            raise ValueError(f"input shape {tuple(x.shape)} does not match (E={self.E}, B, n={self.n}, d_in={self.d_in})")
+        h, H, m = self.h, self.H, self.m
+        dh = h // H
+        # 1. token map with per-token gain
+        t = torch.baddbmm(self.b_in[:, None, :], x.reshape(E, B * n, d_in), self.w_in)
+        t = (t.view(E, B, n, h) * self.gain[:, None]).view(E, B * n, h)
+        # 3a. q, k, v of the n data tokens (queries only where outputs are kept)
+        qkv = torch.baddbmm(self.b_qkv[:, None, :], t, self.w_qkv)         # (E, B*n, 3h)
+        qkv = qkv.view(E, B, n, 3, H, dh).permute(3, 0, 4, 1, 2, 5)         # (3, E, H, B, n, dh)
+        q, k_d, v_d = qkv[0] * (1.0 / math.sqrt(dh)), qkv[1], qkv[2]
+        if self.attention == "sdpa" and m:
+            o = self._sdpa(q, k_d, v_d)
+            o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
+            return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, n, self.d_out)
+        s_d = torch.matmul(q, k_d.transpose(-1, -2))                        # (E, H, B, n, n)
+        if m:
+            # 3b. keys/values of the appended tokens: once per step, shared by the batch
+            kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])  # (E, m, 2h)
+            kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)        # (2, E, H, m, dh)
+            k_e, v_e = kv_e[0], kv_e[1]
+            s_e = torch.matmul(q.reshape(E, H, B * n, dh), k_e.transpose(-1, -2)).view(E, H, B, n, m)
+            a = torch.softmax(torch.cat([s_d, s_e], dim=-1), dim=-1)
+            a_d, a_e = a[..., :n], a[..., n:]
+            o = torch.matmul(a_d, v_d) + torch.matmul(a_e.reshape(E, H, B * n, m), v_e).view(E, H, B, n, dh)
+        else:
+            o = torch.matmul(torch.softmax(s_d, dim=-1), v_d)
+        # concat heads, output projection of the kept n tokens
+        o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
+        out = torch.baddbmm(self.b_o[:, None, :], o, self.w_o)
+        return out.view(E, B, n, self.d_out)
+
+
+    def _sdpa(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
+        """Fused attention of the n queries over [n data keys | m appended keys].
+
+        The appended keys/values are computed once and broadcast over the batch
+        (a view, not a recomputation); ``q`` is already scaled by 1/sqrt(dh).
+        """
+        E, H, B, n, dh = q.shape
+        h, m = self.h, self.m
+        kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])   # (E, m, 2h)
+        kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)[:, :, :, None]          # (2, E, H, 1, m, dh)
+        k = torch.cat([k_d, kv_e[0].expand(E, H, B, m, dh)], dim=3)
+        v = torch.cat([v_d, kv_e[1].expand(E, H, B, m, dh)], dim=3)
+        return torch.nn.functional.scaled_dot_product_attention(
+            q.reshape(E * H * B, 1, n, dh), k.reshape(E * H * B, 1, n + m, dh), v.reshape(E * H * B, 1, n + m, dh),
+            scale=1.0,
+        ).view(E, H, B, n, dh)
+
+
+def reference_forward(state: dict[str, torch.Tensor], x: torch.Tensor, heads: int) -> torch.Tensor:
+    """The plain block for ONE member, over all p tokens, then keep the first n.
+
+    ``state`` as returned by :meth:`EnsembleEmulator.member_state`; ``x``: (B, n, d_in).
+    Written independently of the optimised forward, to test it.
+    """
+    B, n, _ = x.shape
+    t = (x @ state["w_in"] + state["b_in"]) * state["gain"]               # (B, n, h)
+    z = torch.cat([t, state["ext"].expand(B, -1, -1)], dim=1)               # (B, p, h)
+    p, h = z.shape[1], z.shape[2]
+    dh = h // heads
+    q = (z @ state["w_q"] + state["b_q"]).view(B, p, heads, dh).transpose(1, 2)
+    k = (z @ state["w_k"] + state["b_k"]).view(B, p, heads, dh).transpose(1, 2)
+    v = (z @ state["w_v"] + state["b_v"]).view(B, p, heads, dh).transpose(1, 2)
+    a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), dim=-1)     # (B, H, p, p)
+    o = (a @ v).transpose(1, 2).reshape(B, p, h)
+    y = o @ state["w_o"] + state["b_o"]
+    return y[:, :n]

@@ -1,0 +1,182 @@
+"""The one training engine: a batched ensemble of independent members.
+
+Every trained experiment is a configuration of this engine. An ensemble is E
+members (e.g. 10 seeds x the K/Q/V emulators) with identical shapes; the model
+holds their parameters with a leading member axis (see
+:class:`algo_emu.models.emulator.EnsembleEmulator`) and one optimiser step
+updates all of them. What makes this equal to training the members one at a
+time (a test proves it):
+
+* each member's loss is its own mean squared error and the total loss is
+  their sum, so a member's gradient is the gradient of its own loss;
+* Adam is element-wise, so one Adam over the stacked parameters is E
+  independent Adams;
+* each member's initialisation and data order come from its own named random
+  streams ``(seed, "shuffle", name, epoch)``; nothing depends on the other
+  members.
+
+Checkpoints (model, optimiser, epoch, history) are written atomically every
+``checkpoint_every`` epochs; a killed run restarted with the same arguments
+resumes from the last checkpoint and ends with the same numbers as an
+uninterrupted run, because the data order of epoch t is a function of
+(seed, member, t) alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+import torch
+
+from algo_emu.io import save_torch
+from algo_emu.rng import torch_stream
+
+log = logging.getLogger(__name__)
+
+FAIL_ENV = "ALGO_EMU_FAIL_SEED"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One independent run inside an ensemble: its seed and its role (e.g. ``"K"``)."""
+
+    seed: int
+    name: str
+
+
+class EnsembleTask(Protocol):
+    """What the engine needs from an experiment."""
+
+    members: Sequence[Member]
+    n_train: int  # training examples per member (the same for all)
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``index``: (E, B) training-example indices, one row per member ->
+        (inputs (E, B, ...), targets (E, B, ..., d_out)), on the model's device."""
+        ...
+
+
+@dataclass
+class TrainConfig:
+    epochs: int
+    batch_size: int = 32
+    lr: float = 1e-3
+    checkpoint_every: int = 1
+    compile: bool = False
+    stream: str = "shuffle"  # name of the data-order stream
+
+
+@dataclass
+class TrainResult:
+    history: list[dict] = field(default_factory=list)  # one entry per epoch
+    epochs_run: int = 0  # epochs trained in this call (0 when fully resumed)
+    resumed_from: int = 0
+    seconds: float = 0.0
+
+
+def member_losses(pred: torch.Tensor, target: torch.Tensor, out_mask: torch.Tensor) -> torch.Tensor:
+    """Per-member MSE over the member's own output columns: (E,) tensor.
+
+    ``pred``/``target``: (E, B, ..., d_out) (padded to the widest member);
+    ``out_mask``: (E, d_out) with ones on each member's real columns.
+    """
+    E = pred.shape[0]
+    sq = (pred - target).square().mul(out_mask.view(E, *([1] * (pred.dim() - 2)), -1))
+    counts = out_mask.sum(1) * (pred[..., 0].numel() // E)
+    return sq.reshape(E, -1).sum(1) / counts
+
+
+def epoch_order(members: Sequence[Member], n_train: int, epoch: int, stream: str, device) -> torch.Tensor:
+    """(E, n_train) permutation per member for ``epoch`` (a function of seed, name, epoch only)."""
+    perms = [torch.randperm(n_train, generator=torch_stream(m.seed, stream, m.name, epoch)) for m in members]
+    return torch.stack(perms).to(device)
+
+
+def _check_injected_failure(members: Sequence[Member], epoch: int) -> None:
+    """Testing hook: ``ALGO_EMU_FAIL_SEED=k[,k2]`` fails a run holding seed k after its first epoch."""
+    spec = os.environ.get(FAIL_ENV)
+    if not spec:
+        return
+    bad = {int(s) for s in spec.split(",") if s.strip()}
+    hit = sorted(bad & {m.seed for m in members})
+    if hit:
+        raise RuntimeError(f"injected failure ({FAIL_ENV}={spec}) for seed(s) {hit} after epoch {epoch}")
+
+
+def train_ensemble(
+    model: torch.nn.Module,
+    task: EnsembleTask,
+    cfg: TrainConfig,
+    checkpoint: str | os.PathLike | None = None,
+    fingerprint: str = "",
+    on_epoch: Callable[[int, torch.nn.Module], dict] | None = None,
+) -> TrainResult:
+    """Train all members of ``model`` on ``task`` with Adam; return the per-epoch history.
+
+    ``fingerprint`` identifies the run (config hash); a checkpoint with another
+    fingerprint is ignored (logged), never silently resumed. ``on_epoch(epoch,
+    model)`` may return extra per-epoch metrics (e.g. a test loss).
+    """
+    if cfg.epochs < 0:
+        raise ValueError(f"epochs must be >= 0, got {cfg.epochs}")
+    if cfg.batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {cfg.batch_size}")
+    members = list(task.members)
+    device = next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    result = TrainResult()
+    start_epoch = 0
+    ckpt = Path(checkpoint) if checkpoint else None
+    if ckpt is not None and ckpt.exists():
+        state = torch.load(ckpt, map_location=device, weights_only=False)
+        if state.get("fingerprint") == fingerprint and state.get("members") == [(m.seed, m.name) for m in members]:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start_epoch = int(state["epoch"])
+            result.history = list(state["history"])
+            result.resumed_from = start_epoch
+            log.info("resumed from %s at epoch %d", ckpt, start_epoch)
+        else:
+            log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
+
+    out_mask = model.out_mask
+
+    def loss_fn(inputs, targets):
+        return member_losses(model(inputs), targets, out_mask)
+
+    step_fn = torch.compile(loss_fn) if cfg.compile else loss_fn
+    B = cfg.batch_size
+    n_steps = math.ceil(task.n_train / B)
+    t_start = time.perf_counter()
+    for epoch in range(start_epoch, cfg.epochs):
+        t0 = time.perf_counter()
+        order = epoch_order(members, task.n_train, epoch, cfg.stream, device)
+        running = torch.zeros(len(members), dtype=torch.float64, device=device)
+        for s in range(n_steps):
+            inputs, targets = task.batch(order[:, s * B:(s + 1) * B])
+            losses = step_fn(inputs, targets)
+            opt.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            opt.step()
+            running += losses.detach().to(torch.float64)
+        entry = {"epoch": epoch + 1, "train_loss": (running / n_steps).tolist(), "seconds": time.perf_counter() - t0}
+        if on_epoch is not None:
+            entry.update(on_epoch(epoch + 1, model))
+        result.history.append(entry)
+        result.epochs_run += 1
+        log.info("epoch %d/%d  %.2fs  mean train loss %.4g", epoch + 1, cfg.epochs, entry["seconds"],
+                 float(running.mean() / n_steps))
+        if ckpt is not None and ((epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == cfg.epochs):
+            save_torch(ckpt, {
+                "fingerprint": fingerprint, "members": [(m.seed, m.name) for m in members], "epoch": epoch + 1,
+                "model": model.state_dict(), "optimizer": opt.state_dict(), "history": result.history,
+            })
+        _check_injected_failure(members, epoch + 1)
+    result.seconds = time.perf_counter() - t_start
+    return result

@@ -1,0 +1,137 @@
+# E1: attention emulating an attention head (the headline result).
+# data (per seed) -> train (per setting, all seeds x K/Q/V as one ensemble)
+# -> aggregate (tables) -> fit -> figures.
+from algo_emu.experiments.heads import settings as _heads_settings, setting_name as _heads_setting_name
+
+HEADS = config["heads"]
+HEADS_SETTINGS = _heads_settings(HEADS)
+HEADS_TABLES = [
+    "results/tables/heads_vs_mse.csv",
+    "results/tables/heads_vs_mse.md",
+    "results/tables/heads_vs_mse.tex",
+    "results/tables/prompt_length_vs_mse.csv",
+    "results/tables/prompt_length_vs_mse.md",
+    "results/tables/prompt_length_vs_mse.tex",
+    "results/tables/heads_runs.csv",
+]
+HEADS_FIGURES = expand("results/figures/heads_vs_mse.{ext}", ext=["pdf", "png"])
+P_FIGURES = expand("results/figures/prompt_length_vs_mse.{ext}", ext=["pdf", "png"])
+ALL_OUTPUTS.extend(HEADS_TABLES + ["results/tables/heads_fit.json"] + HEADS_FIGURES + P_FIGURES)
+
+
+def heads_metrics(wildcards=None):
+    return [
+        f"results/heads/runs/{_heads_setting_name(H, p)}/seed{s}/metrics.json"
+        for H, p in HEADS_SETTINGS
+        for s in SEEDS
+    ]
+
+
+rule heads_data:
+    output:
+        data="data/heads/seed{seed}/dataset.pt",
+        meta="data/heads/seed{seed}/dataset.pt.json",
+    params:
+        cfg=as_json(HEADS),
+    log:
+        "logs/heads/data_seed{seed}.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "{PY} -m algo_emu heads data --params {params.cfg} --seed {wildcards.seed} --out {output.data} > {log} 2>&1"
+
+
+rule heads_train:
+    input:
+        expand("data/heads/seed{seed}/dataset.pt", seed=SEEDS),
+    output:
+        expand("results/heads/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+    params:
+        cfg=as_json(HEADS),
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/heads/train_H{heads}_p{p}.log",
+    benchmark:
+        "benchmarks/runs/heads_train_H{heads}_p{p}.tsv"
+    threads: config["threads"]
+    resources:
+        mem_mb=lambda wc: 1500 + 250 * len(SEEDS),
+        runtime=lambda wc: 30 + 30 * HEADS["epochs"],
+    shell:
+        "{PY} -m algo_emu heads train --params {params.cfg} --heads {wildcards.heads} --p {wildcards.p} "
+        "--seeds {params.seeds} --data {input} --out-dir results/heads/runs/H{wildcards.heads}_p{wildcards.p} "
+        "--checkpoint results/heads/checkpoints/H{wildcards.heads}_p{wildcards.p}.pt "
+        "--device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule heads_aggregate:
+    input:
+        heads_metrics,
+    output:
+        runs="results/tables/heads_runs.csv",
+        tables=HEADS_TABLES[:-1],
+    params:
+        cfg=as_json(HEADS),
+    log:
+        "logs/heads/aggregate.log",
+    shell:
+        "{PY} -m algo_emu heads aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
+        "--heads-table results/tables/heads_vs_mse.csv --p-table results/tables/prompt_length_vs_mse.csv > {log} 2>&1"
+
+
+rule heads_fit:
+    input:
+        runs="results/tables/heads_runs.csv",
+    output:
+        "results/tables/heads_fit.json",
+    params:
+        cfg=as_json(HEADS),
+    log:
+        "logs/heads/fit.log",
+    shell:
+        "{PY} -m algo_emu heads fit --params {params.cfg} --runs {input.runs} --out {output} > {log} 2>&1"
+
+
+rule heads_vs_mse_figure:
+    input:
+        table="results/tables/heads_vs_mse.csv",
+        fit="results/tables/heads_fit.json",
+        runs="results/tables/heads_runs.csv",
+    output:
+        HEADS_FIGURES,
+    log:
+        "logs/heads/figure_heads.log",
+    shell:
+        "{PY} -m algo_emu heads figure --kind heads --table {input.table} --fit {input.fit} --runs {input.runs} "
+        "--out results/figures/heads_vs_mse > {log} 2>&1"
+
+
+rule prompt_length_vs_mse_figure:
+    input:
+        table="results/tables/prompt_length_vs_mse.csv",
+        runs="results/tables/heads_runs.csv",
+    output:
+        P_FIGURES,
+    log:
+        "logs/heads/figure_prompt_length.log",
+    shell:
+        "{PY} -m algo_emu heads figure --kind prompt_length --table {input.table} --runs {input.runs} "
+        "--out results/figures/prompt_length_vs_mse > {log} 2>&1"
+
+
+# Named targets: one per table/figure, so each can be rebuilt alone.
+rule heads_table:
+    input:
+        HEADS_TABLES[:3] + ["results/tables/heads_fit.json"],
+
+
+rule heads_figure:
+    input:
+        HEADS_FIGURES,
+
+
+rule prompt_length_figure:
+    input:
+        P_FIGURES,
