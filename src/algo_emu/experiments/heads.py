@@ -53,21 +53,23 @@ def setting_name(H: int, p: int) -> str:
 class HeadsTask:
     """K/Q/V regression of every seed's target head; member (seed, role)."""
 
-    def __init__(self, datasets: dict[int, dict], params: dict, device: torch.device) -> None:
+    def __init__(self, datasets: dict[int, dict], params: dict, device: torch.device,
+                 roles: tuple[str, ...] = ROLES, dtype: torch.dtype = torch.float32) -> None:
         self.seeds = sorted(datasets)
-        self.members = [Member(s, r) for s in self.seeds for r in ROLES]
+        self.roles = tuple(roles)
+        self.members = [Member(s, r) for s in self.seeds for r in self.roles]
         d, ht = params["d"], params["target_hidden"]
-        self.d_outs = [ht if r in "KQ" else d for _ in self.seeds for r in ROLES]
+        self.d_outs = [ht if r in "KQ" else d for _ in self.seeds for r in self.roles]
         d_pad = max(self.d_outs)
         xs_train, xs_test, self.test_index = [], [], {}
         weights = []
         for s in self.seeds:
             data = datasets[s]
             tr, te = hd.split(s, params["n_prompts"], params["test_fraction"])
-            xs_train.append(data["X"][tr])
+            xs_train.append(data["X"][tr].to(dtype))
             xs_test.append(data["X"][te])
-            for r in ROLES:
-                W = data[f"W_{r}"].T.to(torch.float32)  # (d, d_out)
+            for r in self.roles:
+                W = data[f"W_{r}"].T.to(dtype)  # (d, d_out)
                 weights.append(torch.nn.functional.pad(W, (0, d_pad - W.shape[1])))
         self.X_train = torch.stack(xs_train).to(device)             # (S, n_train, n, d)
         self.X_test = torch.stack(xs_test).to(device)               # (S, n_test, n, d)
@@ -85,13 +87,15 @@ class HeadsTask:
     def predict_test(self, model: torch.nn.Module, chunk: int = 512) -> torch.Tensor:
         """Every member's prediction on its seed's test prompts: (E, n_test, n, d_pad)."""
         model.eval()
-        x_all = self.X_test[self.member_seed]                       # (E, n_test, n, d)
+        x_all = self.X_test[self.member_seed].to(self.W.dtype)      # (E, n_test, n, d)
         outs = [model(x_all[:, i:i + chunk]) for i in range(0, x_all.shape[1], chunk)]
         model.train()
         return torch.cat(outs, dim=1)
 
     def evaluate(self, model: torch.nn.Module, eval_batch_size: int) -> dict[int, dict]:
         """Per seed: MSE of the composed head Y' = A(K', Q')^T V' against Y, for both target definitions."""
+        if self.roles != ROLES:
+            raise ValueError("evaluate needs the K, Q and V members of every seed")
         pred = self.predict_test(model).to("cpu", torch.float64)
         out = {}
         for si, s in enumerate(self.seeds):

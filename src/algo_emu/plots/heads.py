@@ -17,6 +17,13 @@ def _footer(runs: pd.DataFrame, target: str, extra: str = "") -> str:
             f"epochs={runs.epochs.iloc[0]} | device: {devices} | band: 95% bootstrap CI of the mean{extra}")
 
 
+def _maybe_log(ax, values) -> None:
+    """Log y-axis when the plotted values span more than a factor of 20 (ours vs the paper's, say)."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    if v.size and v.min() > 0 and v.max() / v.min() > 20:
+        ax.set_yscale("log")
+
+
 def heads_figure(table_csv: str, fit_json: str | None, runs_csv: str, stem: str) -> None:
     table = pd.read_csv(table_csv)
     require_columns(table, ["heads", "mse_mean", "mse_ci_low", "mse_ci_high", "paper_mse", "paper_std", "target"], table_csv)
@@ -37,6 +44,7 @@ def heads_figure(table_csv: str, fit_json: str | None, runs_csv: str, stem: str)
         if not pp.empty:
             ax.errorbar(pp.heads, pp.paper_mse, yerr=pp.paper_std, fmt="s", color=PAPER_COLOR, capsize=3, ms=5,
                         label="paper (mean ± std)")
+        _maybe_log(ax, [t.mse_ci_low.min(), t.mse_ci_high.max(), *pp.paper_mse])
         ax.set_xlabel("heads H")
         ax.set_ylabel("test MSE of the emulated head")
         ax.set_xticks(list(t.heads))
@@ -55,6 +63,7 @@ def prompt_length_figure(table_csv: str, runs_csv: str, stem: str) -> None:
         ax.plot(t.p, t.mse_mean, "o-", color=OURS_COLOR, label=f"ours (mean, n={int(t.n_seeds.min())})")
         sel = runs[(runs.target == target) & (runs.heads == t.heads.iloc[0]) & runs.p.isin(t.p)]
         ax.scatter(sel.p, sel.mse, s=8, color=OURS_COLOR, alpha=0.35, lw=0, label="ours (per seed)")
+        _maybe_log(ax, [t.mse_ci_low.min(), t.mse_ci_high.max()])
         ax.set_xlabel("tokens p after appending learnable tokens (n data tokens + p - n)")
         ax.set_ylabel("test MSE of the emulated head")
         ax.set_title(f"H = {int(t.heads.iloc[0])}", fontsize=9)

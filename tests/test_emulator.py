@@ -1,0 +1,60 @@
+"""The optimised ensemble block computes exactly the protocol's block."""
+
+import pytest
+import torch
+
+from algo_emu.models.emulator import EnsembleEmulator, reference_forward
+
+
+def _gens(k, base=0):
+    return [torch.Generator().manual_seed(base + i) for i in range(k)]
+
+
+@pytest.mark.parametrize("attention", ["matmul", "sdpa"])
+@pytest.mark.parametrize("heads,p", [(1, 60), (4, 60), (12, 60), (1, 20), (6, 33)])
+def test_forward_equals_plain_full_p_block(attention, heads, p):
+    model = EnsembleEmulator(_gens(3), d_in=24, d_out=[48, 48, 24], n_tokens=20, hidden=48, heads=heads,
+                             total_tokens=p, dtype=torch.float64, attention=attention)
+    with torch.no_grad():  # make the learnable gain and appended tokens non-trivial
+        model.gain.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(9))
+        model.ext.add_(0.1 * torch.randn(model.ext.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64))
+    x = torch.randn(3, 7, 20, 24, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    y = model(x)
+    assert y.shape == (3, 7, 20, 48)
+    for e in range(3):
+        ref = reference_forward(model.member_state(e), x[e], heads)
+        torch.testing.assert_close(y[e, ..., : model.d_outs[e]], ref, rtol=0, atol=1e-12)
+    assert torch.count_nonzero(y[2, ..., 24:]) == 0  # padding columns of the narrower member stay zero
+
+
+def test_init_matches_protocol():
+    model = EnsembleEmulator(_gens(2), d_in=5, d_out=4, n_tokens=3, hidden=8, heads=2, total_tokens=7)
+    assert torch.equal(model.gain, torch.ones(2, 3, 8))
+    torch.testing.assert_close(model.ext[1, :, 0], torch.linspace(-1, 1, 4))
+    assert torch.equal(model.ext[:, :, 0:1].expand(-1, -1, 8), model.ext)  # every channel of token k equal
+    bound = 1 / 5 ** 0.5  # nn.Linear default bound 1/sqrt(fan_in)
+    assert model.w_in.abs().max() <= bound and model.w_in.abs().max() > 0.8 * bound
+
+
+def test_member_does_not_depend_on_its_neighbours():
+    alone = EnsembleEmulator([torch.Generator().manual_seed(5)], 4, 3, 2, 6, 3, 5)
+    inside = EnsembleEmulator([torch.Generator().manual_seed(1), torch.Generator().manual_seed(5)], 4, 3, 2, 6, 3, 5)
+    for (name, a), (_, b) in zip(alone.named_parameters(), inside.named_parameters()):
+        assert torch.equal(a[0], b[1]), name
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [({"heads": 5}, "heads=5 must divide hidden=12"), ({"total_tokens": 3}, "must be >= n_tokens"),
+     ({"attention": "flash"}, "unknown implementation")],
+)
+def test_bad_shapes_raise(kwargs, match):
+    args = dict(d_in=2, d_out=2, n_tokens=4, hidden=12, heads=2, total_tokens=6) | kwargs
+    with pytest.raises(ValueError, match=match):
+        EnsembleEmulator(_gens(1), **args)
+
+
+def test_wrong_input_shape_is_named():
+    model = EnsembleEmulator(_gens(2), d_in=3, d_out=2, n_tokens=4, hidden=4, heads=1, total_tokens=6)
+    with pytest.raises(ValueError, match="does not match"):
+        model(torch.zeros(2, 1, 5, 3))

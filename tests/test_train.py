@@ -1,0 +1,112 @@
+"""The engine: batched ensemble == one-at-a-time, determinism, kill-and-resume."""
+
+import json
+
+import pytest
+import torch
+
+from algo_emu.data import heads as hd
+from algo_emu.experiments.heads import HeadsTask, train_setting
+from algo_emu.models.emulator import EnsembleEmulator
+from algo_emu.rng import torch_stream
+from algo_emu.train import FAIL_ENV, Member, TrainConfig, member_losses, train_ensemble
+
+
+def _datasets(params, seeds):
+    return {s: hd.generate(s, params["n_prompts"], params["n_tokens"], params["d"], params["target_hidden"]) for s in seeds}
+
+
+def _train(params, datasets, roles, H=2, p=7, epochs=2):
+    task = HeadsTask(datasets, params, torch.device("cpu"), roles=roles, dtype=torch.float64)
+    model = EnsembleEmulator([torch_stream(m.seed, "heads", "init", m.name) for m in task.members], params["d"],
+                             task.d_outs, params["n_tokens"], params["hidden"], H, p, dtype=torch.float64)
+    train_ensemble(model, task, TrainConfig(epochs=epochs, batch_size=params["batch_size"], lr=1e-2))
+    return task, model
+
+
+def test_batched_ensemble_equals_one_at_a_time(heads_params):
+    seeds = [3, 7]
+    datasets = _datasets(heads_params, seeds)
+    task, model = _train(heads_params, datasets, roles=("K", "Q", "V"))
+    # 36 training prompts / batch 8 -> 5 steps per epoch (last one partial), 2 epochs.
+    moved, diffs = 0.0, {}
+    for e, member in enumerate(task.members):
+        _, alone = _train(heads_params, {member.seed: datasets[member.seed]}, roles=(member.name,))
+        a, b = alone.member_state(0), model.member_state(e)
+        init = EnsembleEmulator([torch_stream(member.seed, "heads", "init", member.name)], 3, task.d_outs[e], 4, 12, 2, 7,
+                                dtype=torch.float64).member_state(0)
+        for key in a:
+            diffs[key] = max(diffs.get(key, 0.0), float((a[key] - b[key]).abs().max()))
+            moved = max(moved, float((a[key] - init[key]).abs().max()))
+    assert moved > 1e-3  # the parameters really trained
+    # Equal up to float64 rounding. The key bias b_k has an exactly-zero true gradient
+    # (softmax ignores a per-query constant), so Adam turns its ~1e-17 rounding noise
+    # into updates of up to lr * noise / eps ~ 1e-10: hence its looser bound.
+    assert max(v for k, v in diffs.items() if k != "b_k") < 1e-12, diffs
+    assert diffs["b_k"] < 1e-8, diffs
+
+
+def test_member_losses_masks_padding():
+    pred = torch.zeros(2, 1, 1, 3)
+    target = torch.tensor([[[[1.0, 1.0, 1.0]]], [[[2.0, 9.0, 9.0]]]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    torch.testing.assert_close(member_losses(pred, target, mask), torch.tensor([1.0, 4.0]))
+
+
+def test_same_seed_twice_gives_identical_metrics(heads_params, tmp_path):
+    paths = []
+    for s in (0, 1):
+        path = tmp_path / f"seed{s}.pt"
+        hd.write_dataset(path, s, heads_params)
+        paths.append(str(path))
+    a = train_setting(heads_params, 2, 7, [0, 1], paths, tmp_path / "a", None, "cpu", 1)
+    b = train_setting(heads_params, 2, 7, [0, 1], paths, tmp_path / "b", None, "cpu", 1)
+    for s in (0, 1):
+        assert a[s]["mse_by_target"] == b[s]["mse_by_target"]
+        assert a[s]["member_mse"] == b[s]["member_mse"]
+        assert a[s]["history"] == b[s]["history"]
+    assert a[0]["mse"] != a[1]["mse"]  # seeds are different runs
+    on_disk = json.loads((tmp_path / "a" / "seed1" / "metrics.json").read_text())
+    assert on_disk["mse"] == a[1]["mse"] and on_disk["environment"]["device"] == "cpu"
+
+
+def test_kill_and_resume_gives_identical_final_metrics(heads_params, tmp_path, monkeypatch):
+    heads_params["epochs"] = 3
+    path = tmp_path / "seed0.pt"
+    hd.write_dataset(path, 0, heads_params)
+    straight = train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "straight", None, "cpu", 1)[0]
+
+    ckpt = tmp_path / "ckpt.pt"
+    monkeypatch.setenv(FAIL_ENV, "0")
+    with pytest.raises(RuntimeError, match="injected failure"):
+        train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "resumed", ckpt, "cpu", 1)
+    assert ckpt.exists() and not (tmp_path / "resumed" / "seed0" / "metrics.json").exists()
+    assert torch.load(ckpt, weights_only=False)["epoch"] == 1
+    monkeypatch.delenv(FAIL_ENV)
+    resumed = train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "resumed", ckpt, "cpu", 1)[0]
+    assert resumed["timing"]["resumed_from_epoch"] == 1 and resumed["timing"]["epochs_run_this_call"] == 2
+    assert resumed["mse_by_target"] == straight["mse_by_target"]
+    assert resumed["member_mse"] == straight["member_mse"]
+    assert [h["train_loss"] for h in resumed["history"]] == [h["train_loss"] for h in straight["history"]]
+
+
+def test_checkpoint_of_another_config_is_not_resumed(heads_params, tmp_path):
+    path = tmp_path / "seed0.pt"
+    hd.write_dataset(path, 0, heads_params)
+    ckpt = tmp_path / "ckpt.pt"
+    train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "a", ckpt, "cpu", 1)
+    heads_params["lr"] = 5e-3
+    out = train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "b", ckpt, "cpu", 1)[0]
+    assert out["timing"]["resumed_from_epoch"] == 0 and out["timing"]["epochs_run_this_call"] == 2
+
+
+def test_engine_rejects_bad_settings():
+    class Task:
+        members = [Member(0, "a")]
+        n_train = 4
+
+    model = EnsembleEmulator([torch.Generator().manual_seed(0)], 2, 2, 2, 4, 1, 3)
+    with pytest.raises(ValueError, match="epochs must be >= 0"):
+        train_ensemble(model, Task(), TrainConfig(epochs=-1))
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        train_ensemble(model, Task(), TrainConfig(epochs=1, batch_size=0))

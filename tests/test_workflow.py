@@ -1,0 +1,82 @@
+"""The whole DAG on the tiny config, through snakemake itself (what CI proves on every submission)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from algo_emu.experiments.heads import HEADS_COLUMNS, P_COLUMNS
+from algo_emu.runtime import REPO_ROOT
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile")]
+
+
+def _snakemake(workdir, *args, configfile=REPO_ROOT / "tests" / "tiny.yaml"):
+    return subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(configfile), "--cores", "2", *args],
+        capture_output=True, text=True, timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("tiny")
+    proc = _snakemake(workdir, "all")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return workdir
+
+
+def test_all_outputs_written_with_stable_columns(tiny_run):
+    tables = tiny_run / "results" / "tables"
+    heads = pd.read_csv(tables / "heads_vs_mse.csv")
+    assert list(heads.columns) == HEADS_COLUMNS
+    cfg = yaml.safe_load((REPO_ROOT / "tests" / "tiny.yaml").read_text())
+    assert heads[heads.target == "paper"].heads.tolist() == cfg["heads"]["heads_sweep"]
+    assert set(heads.target) == {"paper", "reference_code"} and (heads.n_seeds == len(cfg["seeds"])).all()
+    assert (heads.mse_ci_low <= heads.mse_mean).all() and (heads.mse_mean <= heads.mse_ci_high).all()
+    assert heads.set_index("heads").loc[1, "paper_mse"].tolist() == [3.469, 3.469]
+    plen = pd.read_csv(tables / "prompt_length_vs_mse.csv")
+    assert list(plen.columns) == P_COLUMNS and plen[plen.target == "paper"].p.tolist() == cfg["heads"]["p_sweep"]
+    fit = json.loads((tables / "heads_fit.json").read_text())
+    for key in ("a", "b", "a_ci", "b_ci", "alpha", "alpha_ci", "r2", "paper"):
+        assert key in fit, key
+    assert fit["paper"]["b"] > 0
+    for ext in ("md", "tex"):
+        assert "heads" in (tables / f"heads_vs_mse.{ext}").read_text()
+    for stem in ("heads_vs_mse", "prompt_length_vs_mse"):
+        for ext in ("pdf", "png"):
+            assert (tiny_run / "results" / "figures" / f"{stem}.{ext}").stat().st_size > 1000
+    metrics = json.loads((tiny_run / "results/heads/runs/H2_p8/seed1/metrics.json").read_text())
+    assert metrics["seed"] == 1 and metrics["setting"] == {"heads": 2, "p": 8}
+    assert metrics["environment"]["device"] == "cpu" and metrics["params"]["epochs"] == 2
+    assert (tiny_run / "benchmarks/runs/heads_train_H2_p8.tsv").exists()
+    sidecar = json.loads((tiny_run / "data/heads/seed0/dataset.pt.json").read_text())
+    assert sidecar["seed"] == 0 and len(sidecar["sha256"]) == 64
+
+
+def test_nothing_left_to_do_and_one_figure_alone(tiny_run):
+    dry = _snakemake(tiny_run, "all", "-n")
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
+    (tiny_run / "results/figures/heads_vs_mse.png").unlink()
+    one = _snakemake(tiny_run, "heads_figure")
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert "heads_vs_mse_figure" in one.stderr and "heads_train" not in one.stderr
+    assert (tiny_run / "results/figures/heads_vs_mse.png").exists()
+
+
+def test_bad_config_is_rejected_by_the_workflow(tmp_path):
+    cfg = yaml.safe_load((REPO_ROOT / "tests" / "tiny.yaml").read_text())
+    cfg["heads"]["epochz"] = 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    proc = _snakemake(tmp_path, "all", "-n", configfile=bad)
+    assert proc.returncode != 0 and "'epochz' was unexpected" in proc.stdout + proc.stderr
+    cfg["heads"].pop("epochz")
+    cfg["heads"]["heads_sweep"] = [1, 5]
+    bad.write_text(yaml.safe_dump(cfg))
+    proc = _snakemake(tmp_path, "all", "-n", configfile=bad)
+    assert proc.returncode != 0 and "heads.heads_sweep: 5 heads do not divide heads.hidden = 12" in proc.stdout + proc.stderr
