@@ -68,10 +68,10 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def time_ours(H: int, device, steps: int, compile_: bool) -> dict:
+def time_ours(H: int, device, steps: int, compile_: bool, attention: str = "auto") -> dict:
     E = SEEDS * 3
     gens = [torch.Generator().manual_seed(i) for i in range(E)]
-    model = EnsembleEmulator(gens, D, D_OUTS * SEEDS, N, HID, H, P).to(device)
+    model = EnsembleEmulator(gens, D, D_OUTS * SEEDS, N, HID, H, P, attention=attention).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(E, B, N, D, device=device)
     y = torch.randn(E, B, N, model.d_out, device=device) * model.out_mask[:, None, None, :]
@@ -138,6 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compile", action="store_true", help="also time the torch.compile'd step")
     ap.add_argument("--heads", type=int, nargs="+", default=[1, 12])
+    ap.add_argument("--attention", nargs="+", default=["matmul", "sdpa", "fused"])
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -155,11 +156,12 @@ def main(argv=None) -> int:
         "heads": {},
     }
     for H in args.heads:
-        entry = {"ours_eager": time_ours(H, device, args.steps, compile_=False)}
+        entry = {f"ours_eager_{a}": time_ours(H, device, args.steps, False, a) for a in args.attention}
         if args.compile:
-            entry["ours_compiled"] = time_ours(H, device, args.steps, compile_=True)
+            entry["ours_compiled_matmul"] = time_ours(H, device, args.steps, True, "matmul")
         entry["one_at_a_time_full_p"] = time_one_at_a_time(H, device, args.baseline_steps)
         best = min((v for k, v in entry.items() if k.startswith("ours")), key=lambda v: v["s_per_epoch_per_seed"])
+        entry["best"] = next(k for k, v in entry.items() if v is best)
         entry["s_per_epoch_per_seed"] = best["s_per_epoch_per_seed"]
         entry["gflops"] = result["useful_mflop_per_step"] / 1e3 / best["step_seconds_ensemble"]
         entry["useful_mflop_per_step"] = result["useful_mflop_per_step"]

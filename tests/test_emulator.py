@@ -10,7 +10,7 @@ def _gens(k, base=0):
     return [torch.Generator().manual_seed(base + i) for i in range(k)]
 
 
-@pytest.mark.parametrize("attention", ["matmul", "sdpa"])
+@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused"])
 @pytest.mark.parametrize("heads,p", [(1, 60), (4, 60), (12, 60), (1, 20), (6, 33)])
 def test_forward_equals_plain_full_p_block(attention, heads, p):
     model = EnsembleEmulator(_gens(3), d_in=24, d_out=[48, 48, 24], n_tokens=20, hidden=48, heads=heads,
@@ -58,3 +58,23 @@ def test_wrong_input_shape_is_named():
     model = EnsembleEmulator(_gens(2), d_in=3, d_out=2, n_tokens=4, hidden=4, heads=1, total_tokens=6)
     with pytest.raises(ValueError, match="does not match"):
         model(torch.zeros(2, 1, 5, 3))
+
+
+def test_fused_attention_gradients():
+    from algo_emu.models.emulator import TwoSetAttention
+
+    g = torch.Generator().manual_seed(3)
+    shapes = [(3, 2, 2, 4, 3)] * 3 + [(3, 2, 5, 3)] * 2
+    inputs = [torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]
+    assert torch.autograd.gradcheck(lambda *a: TwoSetAttention.apply(*a, 2), inputs)
+
+
+def test_fused_training_step_matches_matmul():
+    x = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    grads = {}
+    for attention in ("matmul", "fused"):
+        model = EnsembleEmulator(_gens(2), 5, 3, 4, 12, 3, 9, dtype=torch.float64, attention=attention)
+        model(x).square().sum().backward()
+        grads[attention] = {k: v.grad for k, v in model.named_parameters()}
+    for k in grads["matmul"]:
+        torch.testing.assert_close(grads["fused"][k], grads["matmul"][k], rtol=1e-10, atol=1e-12)

@@ -53,7 +53,7 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     metrics = json.loads((tiny_run / "results/heads/runs/H2_p8/seed1/metrics.json").read_text())
     assert metrics["seed"] == 1 and metrics["setting"] == {"heads": 2, "p": 8}
     assert metrics["environment"]["device"] == "cpu" and metrics["params"]["epochs"] == 2
-    assert (tiny_run / "benchmarks/runs/heads_train_H2_p8.tsv").exists()
+    assert (tiny_run / "results/benchmarks/heads_train_H2_p8.tsv").exists()
     sidecar = json.loads((tiny_run / "data/heads/seed0/dataset.pt.json").read_text())
     assert sidecar["seed"] == 0 and len(sidecar["sha256"]) == 64
 

@@ -54,7 +54,7 @@ rule heads_train:
     log:
         "logs/heads/train_H{heads}_p{p}.log",
     benchmark:
-        "benchmarks/runs/heads_train_H{heads}_p{p}.tsv"
+        "results/benchmarks/heads_train_H{heads}_p{p}.tsv"
     threads: config["threads"]
     resources:
         mem_mb=lambda wc: 1500 + 250 * len(SEEDS),

@@ -72,8 +72,8 @@ class EnsembleEmulator(nn.Module):
             raise ValueError(f"heads={heads} must divide hidden={hidden}")
         if total_tokens < n_tokens:
             raise ValueError(f"total_tokens (p={total_tokens}) must be >= n_tokens (n={n_tokens})")
-        if attention not in ("auto", "matmul", "sdpa"):
-            raise ValueError(f"attention: unknown implementation {attention!r} (auto, matmul or sdpa)")
+        if attention not in ("auto", "matmul", "sdpa", "fused"):
+            raise ValueError(f"attention: unknown implementation {attention!r} (auto, matmul, sdpa or fused)")
         # sdpa (PyTorch's fused attention) wins when heads are narrow; plain matmuls otherwise.
         self.attention = attention if attention != "auto" else ("sdpa" if hidden // heads < 16 else "matmul")
         d_outs = [int(d_out)] * E if isinstance(d_out, int) else [int(v) for v in d_out]
@@ -145,8 +145,8 @@ class EnsembleEmulator(nn.Module):
         qkv = torch.baddbmm(self.b_qkv[:, None, :], t, self.w_qkv)         # (E, B*n, 3h)
         qkv = qkv.view(E, B, n, 3, H, dh).permute(3, 0, 4, 1, 2, 5)         # (3, E, H, B, n, dh)
         q, k_d, v_d = qkv[0] * (1.0 / math.sqrt(dh)), qkv[1], qkv[2]
-        if self.attention == "sdpa" and m:
-            o = self._sdpa(q, k_d, v_d)
+        if self.attention in ("sdpa", "fused") and m:
+            o = self._sdpa(q, k_d, v_d) if self.attention == "sdpa" else self._fused(q, k_d, v_d)
             o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
             return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, n, self.d_out)
         s_d = torch.matmul(q, k_d.transpose(-1, -2))                        # (E, H, B, n, n)
@@ -167,6 +167,14 @@ class EnsembleEmulator(nn.Module):
         return out.view(E, B, n, self.d_out)
 
 
+    def _fused(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
+        E, H, B, n, dh = q.shape
+        h, m = self.h, self.m
+        kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])   # (E, m, 2h)
+        kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)                         # (2, E, H, m, dh)
+        return TwoSetAttention.apply(q.contiguous(), k_d.contiguous(), v_d.contiguous(), kv_e[0].contiguous(),
+                                     kv_e[1].contiguous(), _fused_chunk(E, H, B, n, n + m))
+
     def _sdpa(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         """Fused attention of the n queries over [n data keys | m appended keys].
 
@@ -183,6 +191,65 @@ class EnsembleEmulator(nn.Module):
             q.reshape(E * H * B, 1, n, dh), k.reshape(E * H * B, 1, n + m, dh), v.reshape(E * H * B, 1, n + m, dh),
             scale=1.0,
         ).view(E, H, B, n, dh)
+
+
+class TwoSetAttention(torch.autograd.Function):
+    """softmax attention of n queries over [n per-prompt keys | m keys shared by the batch].
+
+    Memory-lean: the forward keeps only the log-sum-exp per query, the backward
+    recomputes the attention weights; both loop over chunks of members so the
+    (chunk, H, B, n, n + m) score block stays in cache. Inputs: q (E, H, B, n, dh)
+    (already scaled), k_d, v_d (E, H, B, n, dh), k_e, v_e (E, H, m, dh).
+    Gradient-checked in float64 by the tests.
+    """
+    @staticmethod
+    def forward(ctx, q, k_d, v_d, k_e, v_e, chunk):
+        E,H,B,n,dh = q.shape; m = k_e.shape[2]
+        o = torch.empty_like(q)
+        lse = torch.empty(E,H,B,n,1,dtype=q.dtype)
+        for c0 in range(0,E,chunk):
+            sl=slice(c0,c0+chunk); ce=min(chunk,E-c0)
+            qc=q[sl]
+            s_d = torch.matmul(qc, k_d[sl].transpose(-1,-2))
+            s_e = torch.matmul(qc.reshape(ce,H,B*n,dh), k_e[sl].transpose(-1,-2)).view(ce,H,B,n,m)
+            mx = torch.maximum(s_d.amax(-1,keepdim=True), s_e.amax(-1,keepdim=True))
+            s_d.sub_(mx).exp_(); s_e.sub_(mx).exp_()
+            z = s_d.sum(-1,keepdim=True).add_(s_e.sum(-1,keepdim=True))
+            lse[sl] = z.log().add_(mx)
+            oc = torch.matmul(s_d, v_d[sl])
+            oc.add_(torch.matmul(s_e.view(ce,H,B*n,m), v_e[sl]).view(ce,H,B,n,dh))
+            o[sl] = oc.div_(z)
+        ctx.save_for_backward(q,k_d,v_d,k_e,v_e,o,lse)
+        ctx.chunk=chunk
+        return o
+    @staticmethod
+    def backward(ctx, do):
+        q,k_d,v_d,k_e,v_e,o,lse = ctx.saved_tensors
+        chunk=ctx.chunk
+        E,H,B,n,dh = q.shape; m = k_e.shape[2]
+        dq=torch.empty_like(q); dk_d=torch.empty_like(k_d); dv_d=torch.empty_like(v_d)
+        dk_e=torch.empty_like(k_e); dv_e=torch.empty_like(v_e)
+        D = (do*o).sum(-1,keepdim=True)
+        for c0 in range(0,E,chunk):
+            sl=slice(c0,c0+chunk); ce=min(chunk,E-c0)
+            qc=q[sl]; doc=do[sl]
+            a_d = torch.matmul(qc, k_d[sl].transpose(-1,-2)).sub_(lse[sl]).exp_()
+            a_e = torch.matmul(qc.reshape(ce,H,B*n,dh), k_e[sl].transpose(-1,-2)).view(ce,H,B,n,m).sub_(lse[sl]).exp_()
+            dv_d[sl] = torch.matmul(a_d.transpose(-1,-2), doc)
+            dv_e[sl] = torch.matmul(a_e.view(ce,H,B*n,m).transpose(-1,-2), doc.reshape(ce,H,B*n,dh))
+            ds_d = torch.matmul(doc, v_d[sl].transpose(-1,-2)).sub_(D[sl]).mul_(a_d)
+            ds_e = torch.matmul(doc.reshape(ce,H,B*n,dh), v_e[sl].transpose(-1,-2)).view(ce,H,B,n,m).sub_(D[sl]).mul_(a_e)
+            dqc = torch.matmul(ds_d, k_d[sl])
+            dqc.add_(torch.matmul(ds_e.view(ce,H,B*n,m), k_e[sl]).view(ce,H,B,n,dh))
+            dq[sl]=dqc
+            dk_d[sl] = torch.matmul(ds_d.transpose(-1,-2), qc)
+            dk_e[sl] = torch.matmul(ds_e.view(ce,H,B*n,m).transpose(-1,-2), qc.reshape(ce,H,B*n,dh))
+        return dq,dk_d,dv_d,dk_e,dv_e,None
+
+def _fused_chunk(E: int, H: int, B: int, n: int, p: int, budget_bytes: int = 8 << 20) -> int:
+    """Members per chunk so that one chunk's score block stays near ``budget_bytes``."""
+    per_member = H * B * n * p * 4
+    return max(1, min(E, budget_bytes // max(per_member, 1)))
 
 
 def reference_forward(state: dict[str, torch.Tensor], x: torch.Tensor, heads: int) -> torch.Tensor:
