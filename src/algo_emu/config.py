@@ -23,22 +23,42 @@ class ConfigError(ValueError):
     """A config value is wrong; the message names the key."""
 
 
-def _validate(data: dict, schema_file: Path, where: str) -> None:
-    from snakemake.utils import validate
-    from snakemake.exceptions import WorkflowError
+def _default_filling_validator():
+    """Draft 2020-12 validator that fills in ``default`` values, as snakemake.utils.validate does.
 
+    The package validates with jsonschema directly so that it also runs where
+    snakemake is not installed (e.g. the lent GPU machine).
+    """
+    from jsonschema import Draft202012Validator, validators
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(prop, sub["default"])
+        yield from Draft202012Validator.VALIDATORS["properties"](validator, properties, instance, schema)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults})
+
+
+def _validate(data: dict, schema_file: Path, where: str) -> None:
+    import jsonschema
+
+    schema = yaml.safe_load(schema_file.read_text())
     try:
-        validate(data, str(schema_file))
-    except WorkflowError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        _default_filling_validator()(schema).validate(data)
+    except jsonschema.ValidationError as exc:
+        path = ".".join(str(p) for p in exc.absolute_path)
+        key = ".".join(k for k in (where, path) if k) or "config"
+        raise ConfigError(f"{key}: {exc.message}") from None
 
 
 def validate_sections(config: dict) -> dict:
     """Validate the top level and every experiment section in place (defaults filled)."""
-    _validate(config, SCHEMA_DIR / "config.schema.yaml", "config")
+    _validate(config, SCHEMA_DIR / "config.schema.yaml", "")
     for section in SECTIONS:
         config.setdefault(section, {})
-        _validate(config[section], SCHEMA_DIR / f"{section}.schema.yaml", f"config[{section!r}]")
+        _validate(config[section], SCHEMA_DIR / f"{section}.schema.yaml", section)
     check_config(config)
     return config
 
