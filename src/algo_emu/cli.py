@@ -15,6 +15,7 @@ import sys
 # experiment name -> module under algo_emu.experiments
 EXPERIMENTS = {
     "heads": "algo_emu.experiments.heads",
+    "constructions": "algo_emu.experiments.constructions",
 }
 
 

@@ -16,7 +16,7 @@ import yaml
 from algo_emu.runtime import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
-SECTIONS = ("heads",)
+SECTIONS = ("heads", "constructions")  # each validated by workflow/schemas/<section>.schema.yaml
 
 
 class ConfigError(ValueError):

@@ -7,15 +7,15 @@ import sys
 from snakemake.utils import validate
 
 
+from algo_emu.config import SECTIONS, check_config  # noqa: E402
+
 validate(config, "../schemas/config.schema.yaml")
 # Each experiment's section has its own schema (defaults are filled in by validate).
-for _section in ("heads",):
+for _section in SECTIONS:
     config.setdefault(_section, {})
     validate(config[_section], f"../schemas/{_section}.schema.yaml")
 
-from algo_emu.config import check_config  # noqa: E402  (semantic checks that JSON-schema cannot express)
-
-check_config(config)
+check_config(config)  # semantic checks that JSON-schema cannot express
 
 # The interpreter snakemake runs under has the package installed (make venv).
 PY = shlex.quote(sys.executable)

@@ -1,0 +1,36 @@
+"""Hand-built frozen attention that runs algorithms from the prompt alone (E5; Theorems 3.1, 4.1/4.2).
+
+* :mod:`.grid`: the read-out mechanism (a softmax over grid tokens that reads out a scalar
+  ``u^T x`` or a function of it) and its error bound.
+* :mod:`.interpreter`: the fixed two-layer module ``Attn_s o Attn_m`` (multi-head, then
+  single-head softmax attention; every weight written down, nothing trained).
+* :mod:`.programs`: programs (attention heads, the ``f(w^T x - y) x`` template, GD steps),
+  their prompts, and the exact algorithms for comparison.
+* :mod:`.studies`: the error studies, the library table and the multi-step experiment.
+
+See docs/constructions.md.
+"""
+
+from algo_emu.constructions.grid import Grid, make_table, readout_bound, soft_readout, softmax_weights
+from algo_emu.constructions.interpreter import Capacity, Interpreter, Layout
+from algo_emu.constructions.programs import (
+    Loss,
+    Program,
+    Prompt,
+    attention_head,
+    compile_prompt,
+    gd_multistep,
+    gd_step_emulated,
+    gd_step_exact,
+    head_program,
+    make_loss,
+    run,
+    template_exact,
+    template_program,
+)
+
+__all__ = [
+    "Capacity", "Grid", "Interpreter", "Layout", "Loss", "Program", "Prompt", "attention_head",
+    "compile_prompt", "gd_multistep", "gd_step_emulated", "gd_step_exact", "head_program", "make_loss",
+    "make_table", "readout_bound", "run", "soft_readout", "softmax_weights", "template_exact", "template_program",
+]
