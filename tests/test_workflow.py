@@ -56,8 +56,10 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     assert (tiny_run / "results/benchmarks/heads_train_H2_p8.tsv").exists()
     for kind in ("beta", "p", "n", "d", "library", "multistep"):
         table = pd.read_csv(tables / f"construction_{kind}.csv")
-        assert {"mse_mean", "mse_std", "n_seeds"} <= set(table.columns) and (table.n_seeds == len(cfg["seeds"])).all()
+        err = "err_inf" if kind == "multistep" else "mse"
+        assert {f"{err}_mean", f"{err}_std", "n_seeds"} <= set(table.columns) and (table.n_seeds == len(cfg["seeds"])).all()
         assert (tiny_run / "results" / "figures" / f"construction_{kind}.png").stat().st_size > 1000
+    assert pd.read_csv(tables / "construction_multistep.csv").within_2.all()  # the t * eps bound held
     library = pd.read_csv(tables / "construction_library.csv").set_index("algorithm")
     assert library.loc["attention_head", "mse_mean"] < 1e-20 and library.module_sha256.nunique() == 1
     sidecar = json.loads((tiny_run / "data/heads/seed0/dataset.pt.json").read_text())
