@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/heads.smk"
+include: "workflow/rules/ames.smk"
 include: "workflow/rules/constructions.smk"
 
 

@@ -62,6 +62,13 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     assert pd.read_csv(tables / "construction_multistep.csv").within_2.all()  # the t * eps bound held
     library = pd.read_csv(tables / "construction_library.csv").set_index("algorithm")
     assert library.loc["attention_head", "mse_mean"] < 1e-20 and library.module_sha256.nunique() == 1
+    from algo_emu.experiments.ames import AMES_COLUMNS
+
+    ames = pd.read_csv(tables / "ames.csv")
+    assert list(ames.columns) == AMES_COLUMNS and set(ames.algorithm) >= {"linear", "ridge", "lasso"}
+    assert (tiny_run / "results" / "figures" / "ames.png").stat().st_size > 1000
+    provenance = json.loads((tiny_run / "data/raw/ames.provenance.json").read_text())
+    assert provenance["source"] == "packaged" and len(provenance["sha256"]) == 64
     sidecar = json.loads((tiny_run / "data/heads/seed0/dataset.pt.json").read_text())
     assert sidecar["seed"] == 0 and len(sidecar["sha256"]) == 64
 

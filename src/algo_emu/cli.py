@@ -15,6 +15,7 @@ import sys
 # experiment name -> module under algo_emu.experiments
 EXPERIMENTS = {
     "heads": "algo_emu.experiments.heads",
+    "ames": "algo_emu.experiments.ames",
     "constructions": "algo_emu.experiments.constructions",
 }
 

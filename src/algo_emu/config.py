@@ -16,7 +16,7 @@ import yaml
 from algo_emu.runtime import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
-SECTIONS = ("heads", "constructions")  # each validated by workflow/schemas/<section>.schema.yaml
+SECTIONS = ("heads", "ames", "constructions")  # each validated by workflow/schemas/<section>.schema.yaml
 
 
 class ConfigError(ValueError):
@@ -98,3 +98,6 @@ def check_config(config: dict[str, Any]) -> None:
                 f"heads.test_fraction: {heads['test_fraction']} of heads.n_prompts = {heads['n_prompts']} "
                 "leaves an empty train or test split"
             )
+    ames = config.get("ames", {})
+    if ames and ames.get("hidden", "auto") != "auto" and ames["hidden"] % ames["heads"]:
+        raise ConfigError(f"ames.heads: {ames['heads']} heads do not divide ames.hidden = {ames['hidden']}")

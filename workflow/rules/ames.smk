@@ -1,0 +1,227 @@
+# E4, Ames Housing (Appendix C.2). Data: download once (with provenance), then
+# one prepared train/test split per seed (intermediate outputs, requested by the
+# fit and training rules). Emulation (below): fits per (mode, seed), one training
+# job per mode, read-only evaluation, table, figure.
+# The logic is in src/algo_emu/data/ames.py, src/algo_emu/data/ames_fits.py,
+# src/algo_emu/experiments/ames.py; docs/ames.md explains every step.
+
+# Each step gets only the keys it reads, so changing a training key reruns neither.
+AMES_DOWNLOAD_KEYS = (
+    "source",
+    "openml_data_id",
+    "openml_sha256",
+    "openml_timeout_s",
+    "packaged_sha256",
+    "local_sha256",
+    "na_values",
+)
+AMES_PREPARE_KEYS = (
+    "na_values",
+    "test_fraction",
+    "drop_id_columns",
+    "fit_statistics_on",
+    "categories_from",
+)
+
+
+def ames_params(keys):
+    return as_json({k: config["ames"][k] for k in keys if k in config["ames"]})
+
+
+def ames_local_source(wildcards):
+    """A local CSV source is an input (its changes rerun the download); other sources have none."""
+    source = str(config["ames"].get("source", "auto"))
+    return [source] if source.lower().endswith(".csv") else []
+
+
+rule download_ames:
+    input:
+        ames_local_source,
+    output:
+        csv="data/raw/ames.csv",
+        provenance="data/raw/ames.provenance.json",
+    params:
+        cfg=ames_params(AMES_DOWNLOAD_KEYS),
+    log:
+        "logs/ames/download.log",
+    benchmark:
+        "results/benchmarks/ames_download.tsv"
+    shell:
+        "{PY} -m algo_emu ames download --params {params.cfg}"
+        " --out-csv {output.csv} --out-provenance {output.provenance} > {log} 2>&1"
+
+
+rule ames_prepare:
+    input:
+        csv="data/raw/ames.csv",
+        provenance="data/raw/ames.provenance.json",
+    output:
+        npz="data/ames/seed{seed}/prepared.npz",
+        meta="data/ames/seed{seed}/prepared.json",
+    params:
+        cfg=ames_params(AMES_PREPARE_KEYS),
+    log:
+        "logs/ames/prepare_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/ames_prepare_seed{seed}.tsv"
+    shell:
+        "{PY} -m algo_emu ames prepare --params {params.cfg} --csv {input.csv}"
+        " --provenance {input.provenance} --seed {wildcards.seed}"
+        " --out {output.npz} --out-meta {output.meta} > {log} 2>&1"
+
+
+# ----------------------------------------------------------------------------
+# Emulation: fit the three algorithms per (mode, seed), train one emulator per
+# seed (all seeds of a mode in one job), freeze it, evaluate it read-only per
+# algorithm on the held-out rows, then the table and the figure.
+# The logic is in src/algo_emu/data/ames_fits.py (fits), src/algo_emu/experiments/ames.py
+# (train, evaluate, aggregate) and src/algo_emu/plots/ames.py (figure).
+AMES = config["ames"]
+AMES_MODES = list(AMES.get("modes", ["corrected", "reference_code"]))
+AMES_FIT_KEYS = (
+    "reference_alpha",
+    "cv_folds",
+    "ridge_log10_alpha_min",
+    "ridge_log10_alpha_max",
+    "ridge_n_alphas",
+    "lasso_n_alphas",
+    "lasso_eps",
+    "lasso_max_iter",
+)
+AMES_TRAIN_KEYS = (
+    "heads",
+    "total_tokens",
+    "hidden",
+    "epochs",
+    "batch_size",
+    "lr",
+    "checkpoint_every",
+    "compile",
+    "attention",
+)
+AMES_TABLES = [
+    "results/tables/ames.csv",
+    "results/tables/ames.md",
+    "results/tables/ames.tex",
+]
+AMES_FIGURES = expand("results/figures/ames.{ext}", ext=["pdf", "png"])
+ALL_OUTPUTS.extend(AMES_TABLES + ["results/tables/ames_runs.csv"] + AMES_FIGURES)
+
+
+wildcard_constraints:
+    ames_mode="corrected|reference_code",
+
+
+rule ames_fit:
+    input:
+        npz="data/ames/seed{seed}/prepared.npz",
+        meta="data/ames/seed{seed}/prepared.json",
+    output:
+        npz="results/ames/{ames_mode}/seed{seed}/fits.npz",
+        summary="results/ames/{ames_mode}/seed{seed}/fits.json",
+    params:
+        cfg=ames_params(AMES_FIT_KEYS),
+    log:
+        "logs/ames/fit_{ames_mode}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/ames_fit_{ames_mode}_seed{seed}.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    shell:
+        "{PY} -m algo_emu ames fit --params {params.cfg} --mode {wildcards.ames_mode} --seed {wildcards.seed}"
+        " --prepared {input.npz} --out {output.npz} --out-json {output.summary} > {log} 2>&1"
+
+
+rule ames_train:
+    input:
+        prepared=expand("data/ames/seed{seed}/prepared.npz", seed=SEEDS),
+        fits=expand("results/ames/{{ames_mode}}/seed{seed}/fits.npz", seed=SEEDS),
+    output:
+        model="results/ames/{ames_mode}/emulator.pt",
+        sidecar="results/ames/{ames_mode}/emulator.pt.json",
+    params:
+        cfg=ames_params(AMES_TRAIN_KEYS),
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/ames/train_{ames_mode}.log",
+    benchmark:
+        "results/benchmarks/ames_train_{ames_mode}.tsv"
+    threads: config["threads"]
+    resources:
+        mem_mb=lambda wc: 2000 + 300 * len(SEEDS),
+        runtime=lambda wc: 30 + 4 * AMES["epochs"],
+    shell:
+        "{PY} -m algo_emu ames train --params {params.cfg} --mode {wildcards.ames_mode} --seeds {params.seeds}"
+        " --prepared {input.prepared} --fits {input.fits} --out {output.model}"
+        " --checkpoint-dir results/ames/{wildcards.ames_mode}/checkpoints"
+        " --device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule ames_evaluate:
+    input:
+        model="results/ames/{ames_mode}/emulator.pt",
+        sidecar="results/ames/{ames_mode}/emulator.pt.json",
+        prepared=expand("data/ames/seed{seed}/prepared.npz", seed=SEEDS),
+        fits=expand("results/ames/{{ames_mode}}/seed{seed}/fits.npz", seed=SEEDS),
+        summaries=expand("results/ames/{{ames_mode}}/seed{seed}/fits.json", seed=SEEDS),
+    output:
+        metrics=expand("results/ames/{{ames_mode}}/seed{seed}/metrics.json", seed=SEEDS),
+        predictions="results/ames/{ames_mode}/predictions.csv",
+    params:
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/ames/evaluate_{ames_mode}.log",
+    benchmark:
+        "results/benchmarks/ames_evaluate_{ames_mode}.tsv"
+    threads: config["threads"]
+    resources:
+        mem_mb=lambda wc: 2000 + 300 * len(SEEDS),
+        runtime=30,
+    shell:
+        "{PY} -m algo_emu ames evaluate --mode {wildcards.ames_mode} --seeds {params.seeds}"
+        " --prepared {input.prepared} --fits {input.fits} --emulator {input.model}"
+        " --out-dir results/ames/{wildcards.ames_mode} --predictions {output.predictions}"
+        " --device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule ames_aggregate:
+    input:
+        expand("results/ames/{mode}/seed{seed}/metrics.json", mode=AMES_MODES, seed=SEEDS),
+    output:
+        tables=AMES_TABLES,
+        runs="results/tables/ames_runs.csv",
+    params:
+        modes=" ".join(AMES_MODES),
+    log:
+        "logs/ames/aggregate.log",
+    shell:
+        "{PY} -m algo_emu ames aggregate --modes {params.modes} --metrics {input}"
+        " --table results/tables/ames.csv --runs {output.runs} > {log} 2>&1"
+
+
+rule ames_plot:
+    input:
+        table="results/tables/ames.csv",
+        runs="results/tables/ames_runs.csv",
+        predictions=expand("results/ames/{mode}/predictions.csv", mode=AMES_MODES),
+    output:
+        AMES_FIGURES,
+    log:
+        "logs/ames/figure.log",
+    shell:
+        "{PY} -m algo_emu ames figure --table {input.table} --runs {input.runs}"
+        " --predictions {input.predictions} --out results/figures/ames > {log} 2>&1"
+
+
+# Named targets: the table and the figure, each rebuildable alone.
+rule ames_table:
+    input:
+        AMES_TABLES + ["results/tables/ames_runs.csv"],
+
+
+rule ames_figure:
+    input:
+        AMES_FIGURES,
