@@ -19,6 +19,8 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/heads.smk"
 include: "workflow/rules/ames.smk"
 include: "workflow/rules/constructions.smk"
+include: "workflow/rules/theorem31.smk"
+include: "workflow/rules/statistical.smk"
 
 
 rule all:

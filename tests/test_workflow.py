@@ -62,7 +62,17 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     assert pd.read_csv(tables / "construction_multistep.csv").within_2.all()  # the t * eps bound held
     library = pd.read_csv(tables / "construction_library.csv").set_index("algorithm")
     assert library.loc["attention_head", "mse_mean"] < 1e-20 and library.module_sha256.nunique() == 1
+    from algo_emu.experiments import statistical, theorem31
     from algo_emu.experiments.ames import AMES_COLUMNS
+
+    assert list(pd.read_csv(tables / "f_emulation.csv").columns) == theorem31.F_COLUMNS
+    assert list(pd.read_csv(tables / "f_gd_step.csv").columns) == theorem31.GD_COLUMNS
+    stat = pd.read_csv(tables / "statistical_emulation.csv")
+    assert list(stat.columns) == statistical.COLUMNS and set(stat["mode"]) == {"fitted", "reference_code"}
+    for stem in ("f_emulation", "statistical_heads"):
+        assert (tiny_run / "results" / "figures" / f"{stem}.png").stat().st_size > 1000
+    frozen = json.loads((tiny_run / "results/statistical/runs/fitted_H2/seed1/metrics.json").read_text())["frozen"]
+    assert frozen["bit_identical"] is True
 
     ames = pd.read_csv(tables / "ames.csv")
     assert list(ames.columns) == AMES_COLUMNS and set(ames.algorithm) >= {"linear", "ridge", "lasso"}

@@ -17,6 +17,8 @@ EXPERIMENTS = {
     "heads": "algo_emu.experiments.heads",
     "ames": "algo_emu.experiments.ames",
     "constructions": "algo_emu.experiments.constructions",
+    "theorem31": "algo_emu.experiments.theorem31",
+    "statistical": "algo_emu.experiments.statistical",
 }
 
 

@@ -16,7 +16,7 @@ import yaml
 from algo_emu.runtime import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
-SECTIONS = ("heads", "ames", "constructions")  # each validated by workflow/schemas/<section>.schema.yaml
+SECTIONS = ("heads", "ames", "constructions", "theorem31", "statistical")  # each validated by workflow/schemas/<section>.schema.yaml
 
 
 class ConfigError(ValueError):
@@ -80,6 +80,10 @@ def load_config(path: str | Path, overrides: dict | None = None) -> dict:
 
 def check_config(config: dict[str, Any]) -> None:
     """Cross-field checks; raise :class:`ConfigError` naming the key."""
+    from algo_emu.experiments import statistical, theorem31  # their checks live beside each experiment
+
+    theorem31.check_section(config.get("theorem31", {}))
+    statistical.check_section(config.get("statistical", {}))
     heads = config.get("heads", {})
     if heads:
         hidden = heads["hidden"]

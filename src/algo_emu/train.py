@@ -55,6 +55,10 @@ class EnsembleTask(Protocol):
 
     members: Sequence[Member]
     n_train: int  # training examples per member (the same for all)
+    # Optional: ``loss_positions`` (a LongTensor of token indices, on the model's device).
+    # When a task defines it, the loss sees only the model's outputs at those positions
+    # (e.g. the query tokens of an in-context prompt) and ``batch`` returns targets
+    # (E, B, len(loss_positions), d_out) for them. Absent or None: every output position.
 
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``index``: (E, B) training-example indices, one row per member ->
@@ -129,7 +133,8 @@ def train_ensemble(
         raise ValueError(f"batch_size must be >= 1, got {cfg.batch_size}")
     members = list(task.members)
     device = next(model.parameters()).device
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    # fused: one kernel for all parameters (element-wise, so still E independent Adams)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, fused=True)
     result = TrainResult()
     start_epoch = 0
     ckpt = Path(checkpoint) if checkpoint else None
@@ -146,9 +151,13 @@ def train_ensemble(
             log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
 
     out_mask = model.out_mask
+    positions = getattr(task, "loss_positions", None)
 
     def loss_fn(inputs, targets):
-        return member_losses(model(inputs), targets, out_mask)
+        pred = model(inputs)
+        if positions is not None:
+            pred = pred[:, :, positions]
+        return member_losses(pred, targets, out_mask)
 
     step_fn = torch.compile(loss_fn) if cfg.compile else loss_fn
     B = cfg.batch_size

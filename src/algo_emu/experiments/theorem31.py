@@ -1,0 +1,324 @@
+"""E2: one softmax head emulating f(w^T x - y) x (Theorem 3.1) and the one-step GD read-out.
+
+Prompt: n tokens z_i = [x_i; y_i; w] (width 2d + 1; w drawn per prompt and
+carried as data, :mod:`algo_emu.data.theorem31`). Target at token i:
+f(w^T x_i - y_i) x_i. Model: the emulator block with H = 1 (token-wise affine
+map, one softmax attention head, output affine map; no FFN), trained with the
+MSE over every token. Corollary 3.1.2: averaging the n outputs with u = (1/n) 1
+gives the model's gradient step w - eta * u^T g, compared with the exact step.
+
+Steps (each a Snakemake rule): ``train`` (one p: all seeds x all f as one
+ensemble, evaluated on the held-out split, ``seed<k>/metrics.json``),
+``aggregate`` (tables ``f_emulation`` and ``f_gd_step``), ``figure``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from algo_emu.cli import json_arg
+from algo_emu.data import theorem31 as t31
+from algo_emu.io import read_json, write_csv, write_json
+from algo_emu.models.emulator import EnsembleEmulator
+from algo_emu.rng import torch_stream
+from algo_emu.runtime import config_hash, environment, resolve_device
+from algo_emu.tables import summarise, write_table
+from algo_emu.train import Member, TrainConfig, train_ensemble
+
+log = logging.getLogger("algo_emu.theorem31")
+
+EXPERIMENT = "theorem31"
+TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "hidden", "heads", "fs", "x_dist", "x_scale", "epochs", "batch_size",
+              "lr", "test_fraction", "gd_eta")
+F_COLUMNS = ["f", "p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "rel_mse_mean", "rel_mse_std",
+             "target_var", "n_seeds", "x_dist", "x_scale"]
+GD_COLUMNS = ["f", "p", "eta", "gd_mse_mean", "gd_mse_std", "gd_rel_mean", "gd_rel_std", "step_sq_norm", "n_seeds"]
+
+
+def check_section(section: dict) -> None:
+    """Cross-field checks of the ``theorem31`` config section (after schema validation)."""
+    from algo_emu.config import ConfigError
+
+    if not section:
+        return
+    if section["hidden"] % section["heads"]:
+        raise ConfigError(f"theorem31.heads: {section['heads']} heads do not divide theorem31.hidden = {section['hidden']}")
+    for p in section["p_sweep"]:
+        if p < section["n_tokens"]:
+            raise ConfigError(f"theorem31.p_sweep: p = {p} is smaller than theorem31.n_tokens = {section['n_tokens']}")
+    n_test = round(section["n_prompts"] * section["test_fraction"])
+    if n_test < 1 or n_test >= section["n_prompts"]:
+        raise ConfigError(f"theorem31.test_fraction: {section['test_fraction']} of theorem31.n_prompts = "
+                          f"{section['n_prompts']} leaves an empty train or test split")
+    unknown = [f for f in section["fs"] if f not in t31.F_REGISTRY]
+    if unknown:
+        raise ConfigError(f"theorem31.fs: unknown f {unknown}; allowed: {sorted(t31.F_REGISTRY)}")
+
+
+def split(seed: int, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train indices, test indices) of one seed, shared by all its f members."""
+    perm = torch.randperm(n_prompts, generator=torch_stream(seed, EXPERIMENT, "split"))
+    n_test = round(n_prompts * test_fraction)
+    return perm[n_test:].sort().values, perm[:n_test].sort().values
+
+
+def unpack(inputs: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(X (..., n, d), y (..., n), w (..., d)) from tokens [x_i; y_i; w] (..., n, 2d + 1)."""
+    return inputs[..., :d], inputs[..., d], inputs[..., 0, d + 1:]
+
+
+def _digest(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+class Theorem31Task:
+    """Per-token regression onto f(w^T x_i - y_i) x_i; member (seed, f).
+
+    Every f of one seed shares its prompts (the data layer's X, y, w streams do not
+    depend on f); targets are computed per batch from the tokens with the data layer's
+    :func:`~algo_emu.data.theorem31.per_sample` in float64, so only the tokens are kept
+    in memory.
+    """
+
+    def __init__(self, seeds: list[int], params: dict, device: torch.device, dtype: torch.dtype = torch.float32) -> None:
+        self.seeds = list(seeds)
+        self.fs = tuple(params["fs"])
+        self.d = params["d"]
+        self.dtype = dtype
+        self.members = [Member(s, f) for s in self.seeds for f in self.fs]
+        train, test, self.data_sha256 = [], [], {}
+        for s in self.seeds:
+            data = t31.generate(s, params["n_prompts"], params["n_tokens"], params["d"], f=self.fs[0],
+                                x_dist=params["x_dist"], x_scale=params["x_scale"], dtype=torch.float32)
+            self.data_sha256[s] = _digest(data["inputs"])
+            tr, te = split(s, params["n_prompts"], params["test_fraction"])
+            train.append(data["inputs"][tr])
+            test.append(data["inputs"][te])
+        self.inputs_train = torch.stack(train).to(device)           # (S, n_train, n, 2d+1)
+        self.inputs_test = torch.stack(test)                        # (S, n_test, n, 2d+1), CPU
+        self.member_seed = torch.tensor([self.seeds.index(m.seed) for m in self.members], device=device)
+        self.member_f = [self.fs.index(m.name) for m in self.members]
+        self._f_rows = [torch.tensor([e for e, fk in enumerate(self.member_f) if fk == k], device=device)
+                        for k in range(len(self.fs))]
+        self.n_train = self.inputs_train.shape[1]
+        self.d_out = params["d"]
+
+    def targets(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Exact targets (float64) of member-stacked tokens (E, B, n, 2d+1) -> (E, B, n, d)."""
+        X, y, w = (t.to(torch.float64) for t in unpack(tokens, self.d))
+        out = torch.empty(X.shape, dtype=torch.float64, device=X.device)
+        for f, rows in zip(self.fs, self._f_rows):
+            rows = rows.to(X.device)
+            out[rows] = t31.per_sample(w[rows], X[rows], y[rows], f)
+        return out
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.inputs_train[self.member_seed[:, None], index]     # (E, B, n, 2d+1)
+        return x.to(self.dtype), self.targets(x).to(self.dtype)
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module, eta: float, chunk: int = 1024) -> list[dict]:
+        """Per member, on its seed's held-out prompts: test MSE, MSE / Var(target), and the GD step's error."""
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        rows = self.member_seed.cpu()
+        n_test = self.inputs_test.shape[1]
+        pred = torch.cat([model(self.inputs_test[rows, i:i + chunk].to(device, self.dtype)).cpu()
+                          for i in range(0, n_test, chunk)], dim=1)          # (E, n_test, n, d)
+        model.train(was_training)
+        out = []
+        for e, member in enumerate(self.members):
+            f = member.name
+            X, y, w = (t.to(torch.float64) for t in unpack(self.inputs_test[rows[e]], self.d))
+            g = pred[e].to(torch.float64)
+            target = t31.per_sample(w, X, y, f)
+            err = (g - target).square()
+            var = float(target.var(unbiased=False))
+            w_exact = t31.gd_step(w, X, y, f, eta)
+            gd_sq = (t31.aggregate_gd(g, w, eta) - w_exact).square()
+            step_sq = float((w_exact - w).square().sum(-1).mean())
+            out.append({
+                "f": f, "mse": float(err.mean()), "target_var": var, "rel_mse": float(err.mean()) / var,
+                "mse_per_token": err.mean(dim=(0, 2)).tolist(),
+                "gd_mse": float(gd_sq.mean()), "gd_rel": float(gd_sq.sum(-1).mean()) / step_sq,
+                "step_sq_norm": step_sq,
+            })
+        return out
+
+
+def build_model(task: Theorem31Task, params: dict, p: int) -> EnsembleEmulator:
+    d = params["d"]
+    return EnsembleEmulator(
+        [torch_stream(m.seed, EXPERIMENT, "init", m.name) for m in task.members],
+        d_in=2 * d + 1, d_out=d, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=params["heads"],
+        total_tokens=p, attention=params.get("attention", "auto"),
+    )
+
+
+def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
+                  device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
+    """Train one p for all seeds x f as one ensemble; write ``out_dir/seed<k>/metrics.json``."""
+    if threads:
+        torch.set_num_threads(threads)
+    device = resolve_device(device_spec)
+    t0 = time.perf_counter()
+    task = Theorem31Task(seeds, params, device)
+    model = build_model(task, params, p).to(device)
+    cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
+                      checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False),
+                      stream=f"{EXPERIMENT}/shuffle")
+    run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention}
+    fingerprint = config_hash(run_params | {"seeds": list(seeds)})
+    log.info("theorem31 p=%d: %d seeds x %d f = %d members on %s", p, len(seeds), len(task.fs), len(task.members), device)
+    result = train_ensemble(model, task, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
+    t_eval = time.perf_counter()
+    evaluation = task.evaluate(model, params["gd_eta"], params.get("eval_chunk", 1024))
+    eval_seconds = time.perf_counter() - t_eval
+    env = environment(device)
+    wall = time.perf_counter() - t0
+    out = {}
+    for s in seeds:
+        idx = [e for e, m in enumerate(task.members) if m.seed == s]
+        by_f = {}
+        for e in idx:
+            res = dict(evaluation[e])
+            res["train_loss"] = [h["train_loss"][e] for h in result.history]
+            by_f[res.pop("f")] = res
+        metrics = {
+            "experiment": EXPERIMENT, "setting": {"p": p, "heads": params["heads"]}, "seed": s, "by_f": by_f,
+            "n_train": task.n_train, "n_test": int(task.inputs_test.shape[1]),
+            "params": run_params, "config_hash": config_hash(run_params), "data_sha256": task.data_sha256[s],
+            "ensemble": {"members": len(task.members), "seeds": list(seeds), "fs": list(task.fs)},
+            "timing": {"wall_seconds_job": wall, "train_seconds_this_call": result.seconds, "eval_seconds": eval_seconds,
+                       "epochs_run_this_call": result.epochs_run, "resumed_from_epoch": result.resumed_from,
+                       "epoch_seconds": [h["seconds"] for h in result.history]},
+            "environment": env,
+        }
+        write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
+        out[s] = metrics
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def load_runs(paths: list[str]) -> pd.DataFrame:
+    """One row per (p, seed, f) from metrics.json files."""
+    rows = []
+    for path in paths:
+        m = read_json(path)
+        for f, r in m["by_f"].items():
+            rows.append({
+                "f": f, "p": m["setting"]["p"], "heads": m["setting"]["heads"], "seed": m["seed"],
+                "mse": r["mse"], "rel_mse": r["rel_mse"], "target_var": r["target_var"],
+                "gd_mse": r["gd_mse"], "gd_rel": r["gd_rel"], "step_sq_norm": r["step_sq_norm"],
+                "final_train_loss": r["train_loss"][-1] if r["train_loss"] else float("nan"),
+                "eta": m["params"]["gd_eta"], "x_dist": m["params"]["x_dist"], "x_scale": m["params"]["x_scale"],
+                "epochs": m["params"]["epochs"], "n_prompts": m["params"]["n_prompts"],
+                "device": m["environment"]["device"], "config_hash": m["config_hash"],
+                "train_seconds": m["timing"]["train_seconds_this_call"],
+            })
+    if not rows:
+        raise ValueError("no metrics files given")
+    return pd.DataFrame(rows)
+
+
+def _select(runs: pd.DataFrame, f: str, p: int) -> pd.DataFrame:
+    sel = runs[(runs.f == f) & (runs.p == p)].sort_values("seed")
+    if sel.empty:
+        raise ValueError(f"no runs for f={f}, p={p}")
+    return sel
+
+
+def f_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
+    rows = []
+    for f in params["fs"]:
+        for p in params["p_sweep"]:
+            sel = _select(runs, f, p)
+            rel = summarise(sel.rel_mse.to_numpy(), prefix="rel_mse")
+            rows.append({"f": f, "p": p, "heads": int(sel.heads.iloc[0]), **summarise(sel.mse.to_numpy()),
+                         "rel_mse_mean": rel["rel_mse_mean"], "rel_mse_std": rel["rel_mse_std"],
+                         "target_var": float(sel.target_var.mean()),
+                         "x_dist": params["x_dist"], "x_scale": params["x_scale"]})
+    return pd.DataFrame(rows, columns=F_COLUMNS)
+
+
+def gd_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
+    rows = []
+    for f in params["fs"]:
+        for p in params["p_sweep"]:
+            sel = _select(runs, f, p)
+            a = summarise(sel.gd_mse.to_numpy(), prefix="gd_mse")
+            b = summarise(sel.gd_rel.to_numpy(), prefix="gd_rel")
+            rows.append({"f": f, "p": p, "eta": params["gd_eta"], "gd_mse_mean": a["gd_mse_mean"], "gd_mse_std": a["gd_mse_std"],
+                         "gd_rel_mean": b["gd_rel_mean"], "gd_rel_std": b["gd_rel_std"],
+                         "step_sq_norm": float(sel.step_sq_norm.mean()), "n_seeds": a["n_seeds"]})
+    return pd.DataFrame(rows, columns=GD_COLUMNS)
+
+
+def _setup(params: dict, runs: pd.DataFrame) -> str:
+    devices = ", ".join(sorted(runs.device.unique()))
+    return (f"x {params['x_dist']} (scale {params['x_scale']}), y, w standard normal; N={params['n_prompts']} "
+            f"(test {params['test_fraction']:.0%}), n={params['n_tokens']}, d={params['d']}, h={params['hidden']}, "
+            f"H={params['heads']}, {params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. "
+            f"Device: {devices}. The paper reports no number for this experiment.")
+
+
+def aggregate(params: dict, metrics: list[str], runs_csv: str, f_csv: str, gd_csv: str) -> None:
+    runs = load_runs(metrics)
+    write_csv(runs_csv, runs.sort_values(["f", "p", "seed"]))
+    write_table(f_table(runs, params), f_csv,
+                "Theorem 3.1: one softmax head emulating f(w^T x_i - y_i) x_i at every token. Test MSE on the "
+                "held-out prompts (mean, sample std, 95% bootstrap CI over seeds) and rel_mse = MSE / Var(target) "
+                "(1 = predicting the mean). p = tokens after appending p - n learnable tokens. " + _setup(params, runs),
+                label="tab:f-emulation")
+    write_table(gd_table(runs, params), gd_csv,
+                "Corollary 3.1.2: the model's per-token outputs averaged with u = (1/n) 1 give the step "
+                f"w - eta u^T g (eta = {params['gd_eta']}); error against the exact step w - eta (1/n) sum_i "
+                "f(w^T x_i - y_i) x_i. gd_mse: mean squared error per coordinate; gd_rel: squared error / squared "
+                "norm of the exact step (eta-free; 1 = not moving w). " + _setup(params, runs),
+                label="tab:f-gd-step")
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="step", required=True)
+
+    p = sub.add_parser("train", help="train one p, all seeds x f as one ensemble, evaluate on the held-out split")
+    p.add_argument("--params", type=json_arg, required=True)
+    p.add_argument("--p", type=int, required=True)
+    p.add_argument("--seeds", type=int, nargs="+", required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--checkpoint")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int)
+    p.set_defaults(func=lambda a: train_setting(a.params, a.p, a.seeds, a.out_dir, a.checkpoint, a.device, a.threads) and 0)
+
+    p = sub.add_parser("aggregate", help="f_emulation and f_gd_step tables from per-seed metrics")
+    p.add_argument("--params", type=json_arg, required=True)
+    p.add_argument("--metrics", nargs="+", required=True)
+    p.add_argument("--runs", required=True)
+    p.add_argument("--f-table", required=True)
+    p.add_argument("--gd-table", required=True)
+    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.f_table, a.gd_table))
+
+    p = sub.add_parser("figure", help="error vs p, one line per f")
+    p.add_argument("--table", required=True)
+    p.add_argument("--gd-table", required=True)
+    p.add_argument("--runs", required=True)
+    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
+    p.set_defaults(func=_figure)
+
+
+def _figure(a: argparse.Namespace) -> int:
+    from algo_emu.plots import theorem31 as pt
+
+    pt.f_emulation_figure(a.table, a.gd_table, a.runs, a.out)
+    return 0

@@ -1,0 +1,108 @@
+"""Frozen models: save trained weights once, load them read-only, prove evaluation never touched them.
+
+A frozen model is written by :func:`save_frozen` as a torch file (CPU state dict
+plus a JSON-able ``meta``) with a JSON sidecar ``<path>.json`` holding the file's
+sha256 and a digest of every parameter and buffer. :func:`load_frozen` checks the
+file against its sidecar, rebuilds the module, loads the weights (strict), turns
+off ``requires_grad`` and switches to eval mode. :func:`frozen` wraps an
+evaluation: it digests the parameters before and after and raises if a single
+bit changed, so an evaluation that finishes proves the model was not modified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from algo_emu.io import read_json, save_torch, sha256_file, write_json
+
+FORMAT_VERSION = 1
+
+
+class FrozenModelError(RuntimeError):
+    """A frozen model file does not match its sidecar, or an evaluation changed it."""
+
+
+def parameter_digest(module: torch.nn.Module) -> str:
+    """sha256 over the names, dtypes, shapes and raw bytes of every parameter and buffer."""
+    h = hashlib.sha256()
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def sidecar(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".json")
+
+
+def save_frozen(path: str | Path, model: torch.nn.Module, meta: dict, extra: dict | None = None) -> dict:
+    """Write ``model``'s weights and ``meta`` (what is needed to rebuild it) and a sidecar.
+
+    ``extra`` goes into the sidecar only (training history, timing, ...). Returns the sidecar.
+    """
+    path = Path(path)
+    state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
+    save_torch(path, {"format_version": FORMAT_VERSION, "meta": meta, "state_dict": state})
+    info = {"format_version": FORMAT_VERSION, "meta": meta, "sha256": sha256_file(path),
+            "param_digest": parameter_digest(model), **(extra or {})}
+    write_json(sidecar(path), info)
+    return info
+
+
+def load_frozen(path: str | Path, build: Callable[[dict], torch.nn.Module],
+                device: torch.device | str = "cpu") -> tuple[torch.nn.Module, dict]:
+    """Load a frozen model read-only: verified checksum, strict state dict, no gradients, eval mode.
+
+    ``build(meta)`` returns a module of the right shapes (its initial values are overwritten).
+    Returns (model, sidecar).
+    """
+    path = Path(path)
+    info = read_json(sidecar(path))
+    digest = sha256_file(path)
+    if digest != info.get("sha256"):
+        raise FrozenModelError(f"{path}: sha256 {digest[:12]}... does not match its sidecar "
+                               f"({str(info.get('sha256'))[:12]}...); retrain it")
+    with open(path, "rb") as fh:  # opened read-only
+        blob = torch.load(fh, map_location="cpu", weights_only=True)
+    model = build(blob["meta"])
+    model.load_state_dict(blob["state_dict"], strict=True)
+    model.requires_grad_(False)
+    model.eval()
+    model = model.to(device)
+    if parameter_digest(model) != info["param_digest"]:
+        raise FrozenModelError(f"{path}: the loaded parameters do not match the digest recorded at save time")
+    return model, info
+
+
+@contextlib.contextmanager
+def frozen(model: torch.nn.Module, record: dict | None = None) -> Iterator[torch.nn.Module]:
+    """Evaluate ``model`` without gradients and check afterwards that no parameter changed.
+
+    ``record`` (optional) receives ``param_digest_before``, ``param_digest_after`` and
+    ``bit_identical``. Raises :class:`FrozenModelError` when the digests differ.
+    """
+    was_training = model.training
+    flags = [p.requires_grad for p in model.parameters()]
+    model.requires_grad_(False)
+    model.eval()
+    before = parameter_digest(model)
+    try:
+        with torch.inference_mode():
+            yield model
+    finally:
+        after = parameter_digest(model)
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
+        model.train(was_training)
+        if record is not None:
+            record.update({"param_digest_before": before, "param_digest_after": after,
+                           "bit_identical": before == after})
+    if before != after:
+        raise FrozenModelError("the evaluation changed the frozen model's parameters")

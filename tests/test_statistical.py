@@ -1,0 +1,189 @@
+"""E3 (Appendix C.1): frozen evaluation leaves the model bit-identical, query-only loss, CLI steps end to end."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from algo_emu import paper_values
+from algo_emu.config import ConfigError, _validate
+from algo_emu.data import statistical as st
+from algo_emu.experiments import statistical as e3
+from algo_emu.frozen import FrozenModelError, frozen, load_frozen, parameter_digest
+from algo_emu.runtime import REPO_ROOT
+from algo_emu.train import TrainConfig, member_losses, train_ensemble
+
+TINY = {
+    "modes": ["fitted", "reference_code"], "n_prompts": 40, "n_context": 5, "n_query": 2, "d": 3, "hidden": 12, "p": 8,
+    "heads_sweep": [1, 2], "algorithms": {"fitted": ["ols", "ridge", "lasso", "gd"], "reference_code": ["linear", "ridge", "lasso"]},
+    "data_params": {"fitted": {}, "reference_code": {}}, "epochs": 2, "batch_size": 8, "lr": 1e-3, "eval_prompts": 16,
+    "eval_chunk": 5, "checkpoint_every": 1, "compile": False, "attention": "auto",
+}
+
+
+@pytest.fixture
+def params():
+    return copy.deepcopy(TINY)
+
+
+def _cli(argv: list[str]):
+    parser = argparse.ArgumentParser()
+    e3.add_parser(parser)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("mode", ["fitted", "reference_code"])
+def test_frozen_evaluation_leaves_parameters_bit_identical(params, tmp_path, mode):
+    path = tmp_path / "model.pt"
+    saved = e3.train_setting(params, mode, 2, [0, 1], path, None, "cpu", 1)
+    model, info = load_frozen(path, e3.build_model)
+    assert info["param_digest"] == saved["param_digest"]
+    assert not any(p.requires_grad for p in model.parameters()) and not model.training
+    before = _snapshot(model)
+    record: dict = {}
+    with frozen(model, record):
+        result = e3.evaluate_model(params, model, mode, [0, 1], chunk=5)
+    after = _snapshot(model)
+    assert before.keys() == after.keys()
+    for key in before:
+        assert torch.equal(before[key], after[key]), key   # bit-identical, not just close
+    assert result["frozen"]["bit_identical"] and record["bit_identical"]
+    assert result["frozen"]["param_digest_before"] == result["frozen"]["param_digest_after"] == parameter_digest(model)
+    out = e3.evaluate_setting(params, mode, 2, [0, 1], path, tmp_path / "runs", "cpu", 1)
+    fz = out[1]["frozen"]
+    assert fz["bit_identical"] and fz["file_unchanged"] and fz["matches_saved_digest"]
+    assert fz["param_digest_before"] == saved["param_digest"]
+    assert sorted(out[0]["errors"]) == sorted(e3.algorithms(params, mode))
+
+
+def test_frozen_detects_a_changed_parameter_and_a_tampered_file(params, tmp_path):
+    path = tmp_path / "model.pt"
+    e3.train_setting(params, "reference_code", 1, [0], path, None, "cpu", 1)
+    model, _ = load_frozen(path, e3.build_model)
+    record: dict = {}
+    with pytest.raises(FrozenModelError, match="changed"):
+        with frozen(model, record):
+            model.w_o.data[0, 0, 0] += 1e-7
+    assert record["bit_identical"] is False
+    blob = torch.load(path, weights_only=True)
+    blob["state_dict"]["b_o"] += 1.0
+    torch.save(blob, path)
+    with pytest.raises(FrozenModelError, match="sha256"):
+        load_frozen(path, e3.build_model)
+
+
+def test_fitted_task_loss_sees_only_the_query_tokens(params):
+    task = e3.StatisticalTask([0, 1], "fitted", params, torch.device("cpu"))
+    assert task.inputs.shape == (2, 40, 7, 8) and task.targets.shape == (2, 40, 2, 1)
+    assert task.loss_positions.tolist() == [5, 6]
+    data = st.generate("fitted", e3.algorithms(params, "fitted"), seed=1, n_prompts=40, n_context=5, n_query=2, d=3)
+    assert torch.equal(task.inputs[1], data["inputs"]) and torch.equal(task.targets[1, ..., 0], data["target"])
+    ref = e3.StatisticalTask([0], "reference_code", params, torch.device("cpu"))
+    assert ref.loss_positions is None and ref.inputs.shape == (1, 40, 5, 6) and ref.targets.shape == (1, 40, 5, 1)
+
+    # One engine step equals one hand-made Adam step on the query-position loss.
+    meta = e3.model_meta(params, "fitted", 1, [0, 1])
+    gens = lambda: [torch.Generator().manual_seed(s) for s in (0, 1)]  # noqa: E731
+    model, manual = e3.build_model(meta, gens()), e3.build_model(meta, gens())
+    params1 = copy.deepcopy(params) | {"n_prompts": 8}
+    small = e3.StatisticalTask([0, 1], "fitted", params1, torch.device("cpu"))
+    train_ensemble(model, small, TrainConfig(epochs=1, batch_size=8, lr=1e-2, stream="statistical/shuffle"))
+    x, t = small.batch(torch.stack([torch.arange(8)] * 2))
+    opt = torch.optim.Adam(manual.parameters(), lr=1e-2)
+    member_losses(manual(x)[:, :, 5:7], t, manual.out_mask).sum().backward()
+    opt.step()
+    h = params["hidden"]
+    for (name, a), (_, b) in zip(model.named_parameters(), manual.named_parameters()):
+        if name == "b_qkv":  # the key bias has an exactly-zero true gradient: Adam amplifies rounding noise
+            a, b = torch.cat([a[:, :h], a[:, 2 * h:]], 1), torch.cat([b[:, :h], b[:, 2 * h:]], 1)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    moved = e3.build_model(meta, gens())
+    assert not torch.equal(moved.w_o, model.w_o)  # it really trained
+
+
+def test_evaluation_data_is_fresh_and_paired_across_algorithms(params):
+    assert e3.eval_seed(0) != 0 and e3.eval_seed(0) != e3.eval_seed(1)
+    a = e3.eval_data(params, "fitted", "ridge", 0)
+    b = e3.eval_data(params, "fitted", "lasso", 0)
+    train = st.generate("fitted", e3.algorithms(params, "fitted"), seed=0, n_prompts=16, n_context=5, n_query=2, d=3)
+    assert torch.equal(a["X"], b["X"]) and not torch.equal(a["X"], train["X"])
+    assert a["inputs"].shape == (16, 7, 8) and (a["algorithm"] == 0).all()
+
+
+def test_evaluation_refuses_data_the_model_was_not_trained_on(params, tmp_path):
+    path = tmp_path / "model.pt"
+    e3.train_setting(params, "fitted", 1, [0], path, None, "cpu", 1)
+    other = copy.deepcopy(params)
+    other["data_params"]["fitted"] = {"lasso_alpha": 0.5}
+    with pytest.raises(ValueError, match="retrain"):
+        e3.evaluate_setting(other, "fitted", 1, [0], path, tmp_path / "runs", "cpu", 1)
+    with pytest.raises(ValueError, match="holds members"):
+        e3.evaluate_setting(params, "fitted", 2, [0], path, tmp_path / "runs", "cpu", 1)
+
+
+def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
+    cfg = json.dumps(params)
+    metrics = []
+    for mode in params["modes"]:
+        for H in params["heads_sweep"]:
+            model = tmp_path / "models" / f"{mode}_H{H}.pt"
+            _cli(["train", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(model),
+                  "--checkpoint", str(tmp_path / f"ckpt_{mode}_{H}.pt"), "--device", "cpu", "--threads", "1"])
+            out = tmp_path / "runs" / f"{mode}_H{H}"
+            _cli(["evaluate", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(model),
+                  "--out-dir", str(out), "--device", "cpu", "--threads", "1"])
+            metrics += [str(out / f"seed{s}" / "metrics.json") for s in (0, 1)]
+    m = json.loads(open(metrics[0]).read())
+    assert m["mode"] == "fitted" and m["headline"] == "emulation" and len(m["train_history"]) == 2
+    assert set(m["errors"]["lasso"]) == {"emulation", "prediction", "algorithm"}
+    tables = tmp_path / "tables"
+    _cli(["aggregate", "--params", cfg, "--metrics", *metrics, "--runs", str(tables / "runs.csv"),
+          "--table", str(tables / "statistical_emulation.csv")])
+    tab = pd.read_csv(tables / "statistical_emulation.csv")
+    assert list(tab.columns) == e3.COLUMNS and len(tab) == (4 + 3) * 2 and (tab.n_seeds == 2).all()
+    ref = tab[tab["mode"] == "reference_code"].set_index(["algorithm", "heads"])
+    pv = paper_values.STATISTICAL_HEADS
+    assert ref.loc[("lasso", 2), "paper_mse"] == pv["lasso"]["mean"][1]
+    assert ref.loc[("linear", 1), "paper_std"] == pv["linear"]["std"][0]
+    assert (ref.mse_mean == ref.prediction_mean).all() and (ref.mse_is == "prediction").all()
+    fit = tab[tab["mode"] == "fitted"]
+    assert fit.paper_mse.isna().all() and (fit.mse_mean == fit.emulation_mean).all()
+    assert (fit.alg_error_mean > 0).all()
+    _cli(["figure", "--table", str(tables / "statistical_emulation.csv"), "--runs", str(tables / "runs.csv"),
+          "--out", str(tmp_path / "fig")])
+    assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").stat().st_size > 1000
+
+
+def test_config_checks(params):
+    e3.check_section(params)
+    for key, value, match in [("heads_sweep", [5], "do not divide"), ("p", 6, "smaller than the 7 tokens")]:
+        with pytest.raises(ConfigError, match=match):
+            e3.check_section(copy.deepcopy(params) | {key: value})
+
+
+def test_schema_defaults_are_the_protocol_and_the_data_layers():
+    cfg: dict = {}
+    path = REPO_ROOT / "workflow" / "schemas" / "statistical.schema.yaml"
+    _validate(cfg, path, "statistical")
+    assert {k: cfg[k] for k in ("n_prompts", "n_context", "d", "hidden", "p", "batch_size", "lr", "epochs", "eval_prompts")} == {
+        "n_prompts": 50000, "n_context": 20, "d": 24, "hidden": 48, "p": 60, "batch_size": 32, "lr": 0.001,
+        "epochs": 300, "eval_prompts": 1000}
+    assert cfg["heads_sweep"] == [1, 2, 4, 6, 8, 12] and cfg["modes"][0] == "fitted"
+    for mode in st.MODES:  # one source of truth: the schema's defaults are the data layer's
+        assert cfg["data_params"][mode] == st.DEFAULT_PARAMS[mode], mode
+        assert tuple(cfg["algorithms"][mode]) == st.MIXED[mode], mode
+    schema = yaml.safe_load(path.read_text())
+    assert schema["additionalProperties"] is False
+    for key, spec in schema["properties"].items():
+        assert "description" in spec and "default" in spec, key

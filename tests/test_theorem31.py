@@ -1,0 +1,136 @@
+"""E2 (Theorem 3.1): task == data layer, exact read-out, determinism, CLI steps end to end."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from algo_emu.config import ConfigError, _validate
+from algo_emu.data import theorem31 as t31
+from algo_emu.experiments import theorem31 as e2
+from algo_emu.runtime import REPO_ROOT
+from algo_emu.train import Member
+
+TINY = {
+    "n_prompts": 40, "n_tokens": 4, "d": 3, "hidden": 8, "heads": 1, "fs": ["tanh", "identity", "sigmoid", "step"],
+    "p_sweep": [4, 6], "x_dist": "uniform", "x_scale": 5.0, "gd_eta": 0.1, "epochs": 2, "batch_size": 8, "lr": 1e-3,
+    "test_fraction": 0.25, "eval_chunk": 7, "checkpoint_every": 1, "compile": False, "attention": "auto",
+}
+
+
+@pytest.fixture
+def params():
+    return copy.deepcopy(TINY)
+
+
+def _cli(argv: list[str]):
+    parser = argparse.ArgumentParser()
+    e2.add_parser(parser)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_task_batches_are_the_data_layers_prompts_and_targets(params):
+    task = e2.Theorem31Task([3, 5], params, torch.device("cpu"))
+    assert task.members == [Member(s, f) for s in (3, 5) for f in params["fs"]]
+    assert task.inputs_train.shape == (2, 30, 4, 7) and task.inputs_test.shape == (2, 10, 4, 7)
+    index = torch.stack([torch.arange(e, e + 6) for e in range(len(task.members))])  # (E, 6)
+    x, y = task.batch(index)
+    assert x.shape == (8, 6, 4, 7) and y.shape == (8, 6, 4, 3) and x.dtype == y.dtype == torch.float32
+    for e, m in enumerate(task.members):
+        data = t31.generate(m.seed, 40, 4, 3, f=m.name, dtype=torch.float32)
+        train_idx, _ = e2.split(m.seed, 40, 0.25)
+        rows = train_idx[index[e]]
+        assert torch.equal(x[e], data["inputs"][rows])
+        torch.testing.assert_close(y[e], data["target"][rows], rtol=1e-6, atol=1e-6)
+    X, yv, w = e2.unpack(x[0], 3)
+    data = t31.generate(3, 40, 4, 3, dtype=torch.float32)
+    rows = e2.split(3, 40, 0.25)[0][index[0]]
+    assert torch.equal(X, data["X"][rows]) and torch.equal(yv, data["y"][rows]) and torch.equal(w, data["w"][rows])
+
+
+class _Exact(torch.nn.Module):
+    """A stand-in 'model' that outputs the exact per-token targets (or a scaled copy)."""
+
+    def __init__(self, task, scale=1.0):
+        super().__init__()
+        self.dummy = torch.nn.Parameter(torch.zeros(()))
+        self.task, self.scale = task, scale
+
+    def forward(self, x):
+        return (self.scale * self.task.targets(x)).to(x.dtype)
+
+
+def test_evaluation_of_an_exact_model_is_zero_and_of_a_zero_model_is_one(params):
+    params["n_prompts"] = 400
+    params["x_dist"], params["x_scale"] = "normal", 1.0
+    task = e2.Theorem31Task([0], params, torch.device("cpu"))
+    for r in task.evaluate(_Exact(task), eta=0.3, chunk=33):
+        assert r["mse"] < 1e-10 and r["gd_rel"] < 1e-10 and r["gd_mse"] < 1e-10
+    for r in task.evaluate(_Exact(task, scale=0.0), eta=0.3):
+        # predicting 0: MSE = E[target^2] ~ Var(target); the GD step does not move w (gd_rel = 1)
+        assert r["gd_rel"] == pytest.approx(1.0, rel=1e-6)
+        assert 0.9 < r["rel_mse"] < 1.5
+        assert r["gd_mse"] == pytest.approx(r["step_sq_norm"] / params["d"], rel=1e-6)
+
+
+def test_train_aggregate_figure_through_the_cli(params, tmp_path):
+    cfg = json.dumps(params)
+    for p in params["p_sweep"]:
+        _cli(["train", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"p{p}"),
+              "--checkpoint", str(tmp_path / f"ckpt{p}.pt"), "--device", "cpu", "--threads", "1"])
+    metrics = [str(tmp_path / f"p{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
+    m = json.loads(open(metrics[1]).read())
+    assert m["seed"] == 1 and m["setting"] == {"p": 4, "heads": 1} and sorted(m["by_f"]) == sorted(params["fs"])
+    assert m["ensemble"]["members"] == 8 and len(m["by_f"]["tanh"]["train_loss"]) == 2
+    tables = tmp_path / "tables"
+    _cli(["aggregate", "--params", cfg, "--metrics", *metrics, "--runs", str(tables / "runs.csv"),
+          "--f-table", str(tables / "f_emulation.csv"), "--gd-table", str(tables / "f_gd_step.csv")])
+    f_tab = pd.read_csv(tables / "f_emulation.csv")
+    assert list(f_tab.columns) == e2.F_COLUMNS and len(f_tab) == 8 and (f_tab.n_seeds == 2).all()
+    assert f_tab.f.tolist() == [f for f in params["fs"] for _ in params["p_sweep"]]
+    assert (f_tab.rel_mse_mean > 0).all() and (f_tab.mse_ci_low <= f_tab.mse_ci_high).all()
+    gd_tab = pd.read_csv(tables / "f_gd_step.csv")
+    assert list(gd_tab.columns) == e2.GD_COLUMNS and (gd_tab.eta == 0.1).all()
+    for ext in ("md", "tex"):
+        assert "Theorem 3.1" in (tables / f"f_emulation.{ext}").read_text()
+    _cli(["figure", "--table", str(tables / "f_emulation.csv"), "--gd-table", str(tables / "f_gd_step.csv"),
+          "--runs", str(tables / "runs.csv"), "--out", str(tmp_path / "fig")])
+    assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").stat().st_size > 1000
+
+
+def test_same_seed_twice_is_identical_and_seeds_differ(params, tmp_path):
+    a = e2.train_setting(params, 5, [0, 1], tmp_path / "a", None, "cpu", 1)
+    b = e2.train_setting(params, 5, [0, 1], tmp_path / "b", None, "cpu", 1)
+    for s in (0, 1):
+        assert a[s]["by_f"] == b[s]["by_f"] and a[s]["data_sha256"] == b[s]["data_sha256"]
+    assert a[0]["by_f"]["tanh"]["mse"] != a[1]["by_f"]["tanh"]["mse"]
+    assert a[0]["data_sha256"] != a[1]["data_sha256"]
+
+
+def test_config_checks(params):
+    e2.check_section(params)
+    for key, value, match in [("heads", 3, "do not divide"), ("p_sweep", [3], "smaller than"),
+                              ("test_fraction", 0.001, "empty train or test")]:
+        bad = copy.deepcopy(params) | {key: value}
+        with pytest.raises(ConfigError, match=match):
+            e2.check_section(bad)
+
+
+def test_schema_defaults_are_the_published_scale():
+    cfg: dict = {}
+    _validate(cfg, REPO_ROOT / "workflow" / "schemas" / "theorem31.schema.yaml", "theorem31")
+    assert {k: cfg[k] for k in ("n_prompts", "n_tokens", "d", "hidden", "batch_size", "lr", "epochs")} == {
+        "n_prompts": 50000, "n_tokens": 20, "d": 24, "hidden": 64, "batch_size": 32, "lr": 0.001, "epochs": 100}
+    assert 60 in cfg["p_sweep"] and cfg["fs"][0] == "tanh" and (cfg["x_dist"], cfg["x_scale"]) == ("uniform", 5.0)
+    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "theorem31.schema.yaml").read_text())
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]["fs"]["items"]["enum"]) == set(t31.F_REGISTRY)
+    for key, spec in schema["properties"].items():
+        assert "description" in spec and "default" in spec, key

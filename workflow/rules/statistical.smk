@@ -1,0 +1,110 @@
+# E3: statistical algorithms from the prompt (Appendix C.1).
+# train (per mode and H: all seeds as one ensemble, saved frozen) -> evaluate (loads the frozen
+# model read-only, per algorithm on fresh data, proves the weights unchanged) -> aggregate -> figure.
+
+STAT = config["statistical"]
+STAT_TABLES = expand("results/tables/statistical_emulation.{ext}", ext=["csv", "md", "tex"])
+STAT_FIGURES = expand("results/figures/statistical_heads.{ext}", ext=["pdf", "png"])
+ALL_OUTPUTS.extend(STAT_TABLES + ["results/tables/statistical_runs.csv"] + STAT_FIGURES)
+# Each step gets only the keys it reads: adding an H or changing the evaluation set retrains nothing.
+STAT_TRAIN_CFG = as_json({k: v for k, v in STAT.items() if k not in ("modes", "heads_sweep", "eval_prompts", "eval_chunk")})
+STAT_EVAL_CFG = as_json({k: STAT[k] for k in ("n_context", "n_query", "d", "algorithms", "data_params", "eval_prompts", "eval_chunk")})
+
+
+def statistical_metrics(wildcards=None):
+    return [
+        f"results/statistical/runs/{mode}_H{H}/seed{s}/metrics.json"
+        for mode in STAT["modes"]
+        for H in STAT["heads_sweep"]
+        for s in SEEDS
+    ]
+
+
+rule statistical_train:
+    output:
+        model="results/statistical/models/{stat_mode}_H{heads}.pt",
+        sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
+    wildcard_constraints:
+        stat_mode="fitted|reference_code",
+    params:
+        cfg=STAT_TRAIN_CFG,
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/statistical/train_{stat_mode}_H{heads}.log",
+    benchmark:
+        "results/benchmarks/statistical_train_{stat_mode}_H{heads}.tsv"
+    threads: config["threads"]
+    resources:
+        # every seed's prompts (N x (n + m) x (2d + 2) float32) plus data-generation temporaries
+        mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
+        runtime=lambda wc: 30 + 10 * STAT["epochs"],
+    shell:
+        "{PY} -m algo_emu statistical train --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
+        "--seeds {params.seeds} --model {output.model} --checkpoint results/statistical/checkpoints/{wildcards.stat_mode}_H{wildcards.heads}.pt "
+        "--device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule statistical_evaluate:
+    input:
+        model="results/statistical/models/{stat_mode}_H{heads}.pt",
+        sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
+    output:
+        expand("results/statistical/runs/{{stat_mode}}_H{{heads}}/seed{seed}/metrics.json", seed=SEEDS),
+    wildcard_constraints:
+        stat_mode="fitted|reference_code",
+    params:
+        cfg=STAT_EVAL_CFG,
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/statistical/evaluate_{stat_mode}_H{heads}.log",
+    benchmark:
+        "results/benchmarks/statistical_evaluate_{stat_mode}_H{heads}.tsv"
+    threads: config["threads"]
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    shell:
+        "{PY} -m algo_emu statistical evaluate --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
+        "--seeds {params.seeds} --model {input.model} --out-dir results/statistical/runs/{wildcards.stat_mode}_H{wildcards.heads} "
+        "--device {params.device} --threads {threads} > {log} 2>&1"
+
+
+rule statistical_aggregate:
+    input:
+        statistical_metrics,
+    output:
+        runs="results/tables/statistical_runs.csv",
+        tables=STAT_TABLES,
+    params:
+        cfg=as_json(STAT),
+    log:
+        "logs/statistical/aggregate.log",
+    shell:
+        "{PY} -m algo_emu statistical aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
+        "--table results/tables/statistical_emulation.csv > {log} 2>&1"
+
+
+rule statistical_heads_figure:
+    input:
+        table="results/tables/statistical_emulation.csv",
+        runs="results/tables/statistical_runs.csv",
+    output:
+        STAT_FIGURES,
+    log:
+        "logs/statistical/figure.log",
+    shell:
+        "{PY} -m algo_emu statistical figure --table {input.table} --runs {input.runs} "
+        "--out results/figures/statistical_heads > {log} 2>&1"
+
+
+# Named targets.
+rule statistical_table:
+    input:
+        STAT_TABLES,
+
+
+rule statistical_figure:
+    input:
+        STAT_FIGURES,
