@@ -11,6 +11,7 @@ DEADLINE=${DEADLINE:-480}          # seconds for training before aggregating wha
 EPOCHS=${EPOCHS:-50}
 N_PROMPTS=${N_PROMPTS:-50000}   # small values let this script be tried on CPU first
 DEVICE=${DEVICE:-cuda}
+COMPILE=${COMPILE:-0}             # 1: torch.compile the step (needs a working inductor/triton there)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 cd "$OUT" && mkdir -p logs results data
 PY=${PYTHON:-python3}
@@ -21,6 +22,7 @@ from algo_emu.config import load_config
 cfg = load_config("$OLDPWD/config/config.yaml")
 cfg["heads"]["epochs"] = $EPOCHS
 cfg["heads"]["n_prompts"] = $N_PROMPTS
+cfg["heads"]["compile"] = bool($COMPILE)
 print(json.dumps(cfg["heads"]))
 PY
 )

@@ -158,7 +158,8 @@ def main(argv=None) -> int:
     for H in args.heads:
         entry = {f"ours_eager_{a}": time_ours(H, device, args.steps, False, a) for a in args.attention}
         if args.compile:
-            entry["ours_compiled_matmul"] = time_ours(H, device, args.steps, True, "matmul")
+            for a in args.attention:
+                entry[f"ours_compiled_{a}"] = time_ours(H, device, args.steps, True, a)
         entry["one_at_a_time_full_p"] = time_one_at_a_time(H, device, args.baseline_steps)
         best = min((v for k, v in entry.items() if k.startswith("ours")), key=lambda v: v["s_per_epoch_per_seed"])
         entry["best"] = next(k for k, v in entry.items() if v is best)

@@ -110,3 +110,14 @@ def test_engine_rejects_bad_settings():
         train_ensemble(model, Task(), TrainConfig(epochs=-1))
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         train_ensemble(model, Task(), TrainConfig(epochs=1, batch_size=0))
+
+
+@pytest.mark.slow
+def test_compiled_step_matches_eager(heads_params, tmp_path):
+    """torch.compile (config heads.compile) trains to the same numbers as eager, to float32 tolerance."""
+    path = tmp_path / "seed0.pt"
+    hd.write_dataset(path, 0, heads_params)
+    eager = train_setting(heads_params, 2, 7, [0], [str(path)], tmp_path / "e", None, "cpu", 1)[0]
+    compiled = train_setting(heads_params | {"compile": True}, 2, 7, [0], [str(path)], tmp_path / "c", None, "cpu", 1)[0]
+    for role in ("K", "Q", "V"):
+        assert compiled["member_mse"][role] == pytest.approx(eager["member_mse"][role], rel=1e-4)

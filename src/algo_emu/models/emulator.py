@@ -144,7 +144,8 @@ class EnsembleEmulator(nn.Module):
         # 3a. q, k, v of the n data tokens (queries only where outputs are kept)
         qkv = torch.baddbmm(self.b_qkv[:, None, :], t, self.w_qkv)         # (E, B*n, 3h)
         qkv = qkv.view(E, B, n, 3, H, dh).permute(3, 0, 4, 1, 2, 5)         # (3, E, H, B, n, dh)
-        q, k_d, v_d = qkv[0] * (1.0 / math.sqrt(dh)), qkv[1], qkv[2]
+        q, k_d, v_d = qkv.unbind(0)  # unbind: its backward is one stack, not three zero-filled copies
+        q = q * (1.0 / math.sqrt(dh))
         if self.attention in ("sdpa", "fused") and m:
             o = self._sdpa(q, k_d, v_d) if self.attention == "sdpa" else self._fused(q, k_d, v_d)
             o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
@@ -154,7 +155,7 @@ class EnsembleEmulator(nn.Module):
             # 3b. keys/values of the appended tokens: once per step, shared by the batch
             kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])  # (E, m, 2h)
             kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)        # (2, E, H, m, dh)
-            k_e, v_e = kv_e[0], kv_e[1]
+            k_e, v_e = kv_e.unbind(0)
             s_e = torch.matmul(q.reshape(E, H, B * n, dh), k_e.transpose(-1, -2)).view(E, H, B, n, m)
             a = torch.softmax(torch.cat([s_d, s_e], dim=-1), dim=-1)
             a_d, a_e = a[..., :n], a[..., n:]
@@ -171,9 +172,9 @@ class EnsembleEmulator(nn.Module):
         E, H, B, n, dh = q.shape
         h, m = self.h, self.m
         kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])   # (E, m, 2h)
-        kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)                         # (2, E, H, m, dh)
-        return TwoSetAttention.apply(q.contiguous(), k_d.contiguous(), v_d.contiguous(), kv_e[0].contiguous(),
-                                     kv_e[1].contiguous(), _fused_chunk(E, H, B, n, n + m))
+        k_e, v_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4).unbind(0)          # (E, H, m, dh) each
+        return TwoSetAttention.apply(q.contiguous(), k_d.contiguous(), v_d.contiguous(), k_e.contiguous(),
+                                     v_e.contiguous(), _fused_chunk(E, H, B, n, n + m))
 
     def _sdpa(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         """Fused attention of the n queries over [n data keys | m appended keys].
@@ -184,9 +185,9 @@ class EnsembleEmulator(nn.Module):
         E, H, B, n, dh = q.shape
         h, m = self.h, self.m
         kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])   # (E, m, 2h)
-        kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)[:, :, :, None]          # (2, E, H, 1, m, dh)
-        k = torch.cat([k_d, kv_e[0].expand(E, H, B, m, dh)], dim=3)
-        v = torch.cat([v_d, kv_e[1].expand(E, H, B, m, dh)], dim=3)
+        k_e, v_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)[:, :, :, None].unbind(0)  # (E, H, 1, m, dh)
+        k = torch.cat([k_d, k_e.expand(E, H, B, m, dh)], dim=3)
+        v = torch.cat([v_d, v_e.expand(E, H, B, m, dh)], dim=3)
         return torch.nn.functional.scaled_dot_product_attention(
             q.reshape(E * H * B, 1, n, dh), k.reshape(E * H * B, 1, n + m, dh), v.reshape(E * H * B, 1, n + m, dh),
             scale=1.0,
