@@ -11,7 +11,7 @@ CONFIG ?= config/config.yaml
 TARGET ?= all
 PYTEST_ARGS ?=
 
-.PHONY: run quick test test-slow bench lock clean-venv
+.PHONY: run quick test test-slow e2e-slurm bench lock clean-venv
 
 $(BIN)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test: $(BIN)/.installed
 
 test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+# A real single-node SLURM cluster (needs root; installs Debian's slurm-wlm if missing), as CI runs it.
+e2e-slurm: $(BIN)/.installed
+	.ci/slurm/run_e2e.sh
+	.ci/slurm/failure_e2e.sh
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/engine.py --out benchmarks/engine.json

@@ -23,6 +23,25 @@ include: "workflow/rules/theorem31.smk"
 include: "workflow/rules/statistical.smk"
 
 
+# Small, quick rules run on the submitting machine, not as cluster jobs (each
+# SLURM job pays ~10 s of start-up; docs/cluster.md measures the saving), and
+# the download needs the network, which compute nodes often lack.
+localrules:
+    all,
+    download_ames,
+    heads_aggregate,
+    heads_fit,
+    heads_vs_mse_figure,
+    prompt_length_vs_mse_figure,
+    theorem31_aggregate,
+    theorem31_figure,
+    statistical_aggregate,
+    statistical_heads_figure,
+    ames_aggregate,
+    ames_plot,
+    construction_figure,
+
+
 rule all:
     default_target: True
     input:
