@@ -84,6 +84,15 @@ class TrainResult:
     seconds: float = 0.0
 
 
+def timing_record(result: TrainResult, wall_seconds_job: float, **extra) -> dict:
+    """The ``timing`` block every experiment's metrics.json carries."""
+    return {
+        "wall_seconds_job": wall_seconds_job, "train_seconds_this_call": result.seconds, **extra,
+        "epochs_run_this_call": result.epochs_run, "resumed_from_epoch": result.resumed_from,
+        "epoch_seconds": [h["seconds"] for h in result.history],
+    }
+
+
 def member_losses(pred: torch.Tensor, target: torch.Tensor, out_mask: torch.Tensor) -> torch.Tensor:
     """Per-member MSE over the member's own output columns: (E,) tensor.
 

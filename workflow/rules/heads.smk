@@ -57,8 +57,13 @@ rule heads_train:
         "results/benchmarks/heads_train_H{heads}_p{p}.tsv"
     threads: config["threads"]
     resources:
-        mem_mb=lambda wc: 1500 + 250 * len(SEEDS),
-        runtime=lambda wc: 30 + 30 * HEADS["epochs"],
+        # Peak at the paper's scale, per seed: train prompts 77 MB + test prompts and
+        # the three emulators' test predictions (float32) ~190 MB; plus ~1 GB of
+        # torch/python. Quick config measured 440-590 MB max_rss (results/benchmarks/).
+        mem_mb=lambda wc: 1200 + 300 * len(SEEDS),
+        # minutes: benchmarks/engine.json measures 3.5-15 s per epoch per seed on 2 CPU
+        # cores at the paper's shapes; 30 s (2x margin) per epoch per seed, plus start-up.
+        runtime=lambda wc: 10 + (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
     shell:
         "{PY} -m algo_emu heads train --params {params.cfg} --heads {wildcards.heads} --p {wildcards.p} "
         "--seeds {params.seeds} --data {input} --out-dir results/heads/runs/H{wildcards.heads}_p{wildcards.p} "

@@ -26,7 +26,7 @@ from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
 from algo_emu.tables import require_columns, summarise, write_table
-from algo_emu.train import Member, TrainConfig, train_ensemble
+from algo_emu.train import Member, TrainConfig, timing_record, train_ensemble
 
 log = logging.getLogger("algo_emu.heads")
 
@@ -96,13 +96,13 @@ class HeadsTask:
         """Per seed: MSE of the composed head Y' = A(K', Q')^T V' against Y, for both target definitions."""
         if self.roles != ROLES:
             raise ValueError("evaluate needs the K, Q and V members of every seed")
-        pred = self.predict_test(model).to("cpu", torch.float64)
+        pred = self.predict_test(model)  # model dtype; float64 one seed at a time keeps the peak memory low
         out = {}
         for si, s in enumerate(self.seeds):
             e = 3 * si
             X = self.X_test[si].to("cpu", torch.float64)
             K, Q, V = hd.projections(X, self.heads_w[s]["K"], self.heads_w[s]["Q"], self.heads_w[s]["V"])
-            Kp, Qp, Vp = (pred[e + j, ..., : self.d_outs[e + j]] for j in range(3))
+            Kp, Qp, Vp = (pred[e + j, ..., : self.d_outs[e + j]].to("cpu", torch.float64) for j in range(3))
             res = {"member_mse": {r: float((p - t).square().mean()) for r, p, t in zip(ROLES, (Kp, Qp, Vp), (K, Q, V))}}
             res["mse_by_target"], res["mse_batchmean_by_target"] = {}, {}
             for target in hd.TARGETS:
@@ -161,9 +161,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
             "n_train": task.n_train, "n_test": int(task.X_test.shape[1]),
             "params": run_params, "config_hash": config_hash(run_params), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
             "ensemble": {"members": len(task.members), "seeds": seeds},
-            "timing": {"wall_seconds_job": wall, "train_seconds_this_call": result.seconds,
-                       "epochs_run_this_call": result.epochs_run, "resumed_from_epoch": result.resumed_from,
-                       "epoch_seconds": [h["seconds"] for h in result.history]},
+            "timing": timing_record(result, wall),
             "environment": env,
         }
         write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)

@@ -30,7 +30,7 @@ from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
 from algo_emu.tables import summarise, write_table
-from algo_emu.train import Member, TrainConfig, train_ensemble
+from algo_emu.train import Member, TrainConfig, timing_record, train_ensemble
 
 log = logging.getLogger("algo_emu.theorem31")
 
@@ -197,9 +197,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
             "n_train": task.n_train, "n_test": int(task.inputs_test.shape[1]),
             "params": run_params, "config_hash": config_hash(run_params), "data_sha256": task.data_sha256[s],
             "ensemble": {"members": len(task.members), "seeds": list(seeds), "fs": list(task.fs)},
-            "timing": {"wall_seconds_job": wall, "train_seconds_this_call": result.seconds, "eval_seconds": eval_seconds,
-                       "epochs_run_this_call": result.epochs_run, "resumed_from_epoch": result.resumed_from,
-                       "epoch_seconds": [h["seconds"] for h in result.history]},
+            "timing": timing_record(result, wall, eval_seconds=eval_seconds),
             "environment": env,
         }
         write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
