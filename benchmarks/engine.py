@@ -97,7 +97,7 @@ def time_ours(H: int, device, steps: int, compile_: bool, attention: str = "auto
         step()
     _sync(device)
     dt = (time.perf_counter() - t0) / steps
-    return {"step_seconds_ensemble": dt, "warmup_seconds": warm, "attention": model.attention,
+    return {"step_seconds_ensemble": dt, "warmup_seconds": warm, "attention": model.resolved_attention(device),
             "s_per_epoch_per_seed": dt * STEPS_PER_EPOCH / SEEDS}
 
 

@@ -301,7 +301,7 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
                                 "resumed_from_epoch": res.resumed_from,
                                 "epoch_seconds": [h["seconds"] for h in res.history]}
     meta = {"experiment": "ames", "mode": mode, "heads": p["heads"], "total_tokens": p["total_tokens"],
-            "attention": models[0].attention, "groups": groups, "seeds": [int(s) for s in seeds]}
+            "attention": models[0].resolved_attention(next(models[0].parameters()).device), "groups": groups, "seeds": [int(s) for s in seeds]}
     extra = {"params": run, "config_hash": config_hash(run), "inputs": {str(s): v for s, v in inputs.items()},
              "history": {str(s): v for s, v in history.items()}, "timing": {"wall_seconds_job": time.perf_counter() - t0,
                                                                             "groups": seconds},

@@ -132,7 +132,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
     ).to(device)
     cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
                       checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False))
-    run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.attention}
+    run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.resolved_attention(device)}
     fingerprint = config_hash(run_params | {"seeds": seeds})
 
     def on_epoch(epoch: int, m: torch.nn.Module) -> dict:

@@ -158,12 +158,12 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     t_data = time.perf_counter() - t0
     meta = model_meta(params, mode, H, seeds)
     model = build_model(meta, [torch_stream(s, EXPERIMENT, "init", mode) for s in seeds]).to(device)
-    meta["attention"] = model.attention
+    meta["attention"] = model.resolved_attention(next(model.parameters()).device)
     cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
                       checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False),
                       stream=f"{EXPERIMENT}/shuffle")
     run_params = ({k: params[k] for k in TRAIN_KEYS} | {"mode": mode, "heads": H, "algorithms": list(algorithms(params, mode)),
-                  "data_params": data_params(params, mode), "attention": model.attention})
+                  "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
     if mode == "reference_code":
         run_params.pop("n_query")
     fingerprint = config_hash(run_params | {"seeds": list(seeds)})

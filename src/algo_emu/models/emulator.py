@@ -74,8 +74,7 @@ class EnsembleEmulator(nn.Module):
             raise ValueError(f"total_tokens (p={total_tokens}) must be >= n_tokens (n={n_tokens})")
         if attention not in ("auto", "matmul", "sdpa", "fused"):
             raise ValueError(f"attention: unknown implementation {attention!r} (auto, matmul, sdpa or fused)")
-        # sdpa (PyTorch's fused attention) wins when heads are narrow; plain matmuls otherwise.
-        self.attention = attention if attention != "auto" else ("sdpa" if hidden // heads < 16 else "matmul")
+        self.attention = attention  # "auto" is resolved per device: see resolved_attention
         d_outs = [int(d_out)] * E if isinstance(d_out, int) else [int(v) for v in d_out]
         if len(d_outs) != E:
             raise ValueError(f"d_out has {len(d_outs)} entries for {E} members")
@@ -118,6 +117,16 @@ class EnsembleEmulator(nn.Module):
             mask[e, :do] = 1
         self.register_buffer("out_mask", mask, persistent=False)
 
+    def resolved_attention(self, device: torch.device | str) -> str:
+        """The implementation ``auto`` stands for on ``device`` (benchmarks/engine.json, 2 CPU cores:
+        plain matmuls for wide heads, the cache-blocked ``fused`` attention for heads narrower
+        than 16; on CUDA, PyTorch's fused sdpa for narrow heads)."""
+        if self.attention != "auto":
+            return self.attention
+        if self.h // self.H >= 16:
+            return "matmul"
+        return "sdpa" if torch.device(device).type == "cuda" else "fused"
+
     def member_state(self, e: int) -> dict[str, torch.Tensor]:
         """Parameters of member ``e`` as plain tensors (unpadded output)."""
         do = self.d_outs[e]
@@ -146,8 +155,9 @@ class EnsembleEmulator(nn.Module):
         qkv = qkv.view(E, B, n, 3, H, dh).permute(3, 0, 4, 1, 2, 5)         # (3, E, H, B, n, dh)
         q, k_d, v_d = qkv.unbind(0)  # unbind: its backward is one stack, not three zero-filled copies
         q = q * (1.0 / math.sqrt(dh))
-        if self.attention in ("sdpa", "fused") and m:
-            o = self._sdpa(q, k_d, v_d) if self.attention == "sdpa" else self._fused(q, k_d, v_d)
+        impl = self.resolved_attention(x.device)
+        if impl in ("sdpa", "fused") and m:
+            o = self._sdpa(q, k_d, v_d) if impl == "sdpa" else self._fused(q, k_d, v_d)
             o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
             return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, n, self.d_out)
         s_d = torch.matmul(q, k_d.transpose(-1, -2))                        # (E, H, B, n, n)
