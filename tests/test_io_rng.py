@@ -36,3 +36,24 @@ def test_streams_are_named_and_stable():
     assert torch.equal(torch.rand(3, generator=torch_stream(1, "x")), torch.rand(3, generator=torch_stream(1, "x")))
     with pytest.raises(TypeError):
         derive(1.5, "x")
+
+
+def test_claim_gpu_takes_distinct_free_gpus(tmp_path):
+    import subprocess
+    import sys
+
+    from algo_emu import runtime
+
+    runtime._GPU_LOCKS.clear()
+    try:
+        assert runtime.claim_gpu(3, tmp_path) == 0
+        assert runtime.claim_gpu(3, tmp_path) == 1  # this process already holds GPU 0
+        # another process sees GPUs 0 and 1 taken (flock is per open file) and gets GPU 2
+        code = f"from algo_emu.runtime import claim_gpu; print(claim_gpu(3, {str(tmp_path)!r}))"
+        assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "2"
+    finally:
+        for fh in runtime._GPU_LOCKS.values():
+            fh.close()
+        runtime._GPU_LOCKS.clear()
+    # locks die with their holder: a new process gets GPU 0 again
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "0"

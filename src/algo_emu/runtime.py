@@ -15,10 +15,43 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+_GPU_LOCKS: dict[int, object] = {}  # held open for the life of the process
+
+
+def claim_gpu(n_gpus: int, lock_dir: str | os.PathLike | None = None) -> int:
+    """Index of a GPU no other algo-emu process on this machine holds.
+
+    Snakemake counts GPUs (``--resources gpu=N``) but does not say which one a
+    job should use; each training process therefore takes the first GPU whose
+    lock file ``<lock_dir>/algo-emu-gpu<i>.lock`` it can ``flock`` and keeps the
+    lock until it exits. When every GPU is taken it falls back to GPU 0.
+    """
+    import fcntl
+    import tempfile
+
+    lock_dir = Path(lock_dir or os.environ.get("ALGO_EMU_GPU_LOCK_DIR") or tempfile.gettempdir())
+    for i in range(n_gpus):
+        if i in _GPU_LOCKS:
+            continue
+        fh = open(lock_dir / f"algo-emu-gpu{i}.lock", "a")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            continue
+        _GPU_LOCKS[i] = fh
+        return i
+    return 0
+
+
 def resolve_device(spec: str = "auto") -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cpu``/``cuda``/``cuda:N`` as given."""
+    """``auto`` -> CUDA when available (a free GPU when there are several), else CPU;
+    ``cpu``/``cuda``/``cuda:N`` as given."""
     if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        n = torch.cuda.device_count()
+        return torch.device("cuda", claim_gpu(n) if n > 1 else 0)
     dev = torch.device(spec)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"device: {spec!r} requested but CUDA is not available (use device: auto or cpu)")
