@@ -40,7 +40,7 @@ e2e-slurm: $(BIN)/.installed
 	.ci/slurm/failure_e2e.sh
 
 bench: $(BIN)/.installed
-	$(BIN)/python benchmarks/engine.py --out benchmarks/engine.json
+	$(BIN)/python benchmarks/engine.py --out benchmarks/engine.json --steps 40 --baseline-steps 20 --attention matmul sdpa fused --compile
 
 lock: $(BIN)/.installed
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^torch==' > requirements.lock.new
