@@ -82,6 +82,11 @@ def read_json(path: str | os.PathLike) -> Any:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
+def seed_metrics_path(out_dir: str | os.PathLike, seed: int) -> Path:
+    """Where a run writes one seed's results: ``<out_dir>/seed<k>/metrics.json`` (the rules expect this name)."""
+    return Path(out_dir) / f"seed{seed}" / "metrics.json"
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -61,7 +61,7 @@ from algo_emu.cli import json_arg
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
 from algo_emu.data.ames_fits import ALGORITHMS, MODES
-from algo_emu.io import read_json, sha256_file, write_csv, write_json
+from algo_emu.io import read_json, seed_metrics_path, sha256_file, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import numpy_stream, torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -407,7 +407,7 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
             "timing": {"train": info["timing"], "wall_seconds_evaluate": wall},
             "environment": env,
         }
-        write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
+        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
     write_csv(predictions_csv, pd.concat(pred_rows, ignore_index=True))
     return out

@@ -21,7 +21,7 @@ from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.data import heads as hd
 from algo_emu.fit import fit_rates, fit_rates_summary
-from algo_emu.io import read_json, write_json
+from algo_emu.io import read_json, seed_metrics_path, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -164,7 +164,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
             "timing": timing_record(result, wall),
             "environment": env,
         }
-        write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
+        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
     return out
 

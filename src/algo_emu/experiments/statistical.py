@@ -30,7 +30,7 @@ from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.data import statistical as st
 from algo_emu.frozen import frozen, load_frozen, save_frozen
-from algo_emu.io import read_json, sha256_file, write_csv, write_json
+from algo_emu.io import read_json, seed_metrics_path, sha256_file, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import derive, torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -267,7 +267,7 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
             "timing": {"train": info["timing"], "eval_wall_seconds_job": wall},
             "environment": {"train": info["environment"], "eval": env},
         }
-        write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
+        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
     return out
 

@@ -25,7 +25,7 @@ import torch
 
 from algo_emu.cli import json_arg
 from algo_emu.data import theorem31 as t31
-from algo_emu.io import read_json, write_csv, write_json
+from algo_emu.io import read_json, seed_metrics_path, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -200,7 +200,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
             "timing": timing_record(result, wall, eval_seconds=eval_seconds),
             "environment": env,
         }
-        write_json(Path(out_dir) / f"seed{s}" / "metrics.json", metrics)
+        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
     return out
 
