@@ -22,11 +22,13 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 
 venv: $(BIN)/.installed
 
+# The target goes BEFORE --configfile: --configfile takes several values, so a
+# target written after it is read as a second config file (this shipped broken).
 run: $(BIN)/.installed
-	$(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES) --configfile $(CONFIG) $(TARGET)
+	$(BIN)/snakemake $(TARGET) --profile workflow/profiles/default --cores $(CORES) --configfile $(CONFIG)
 
 quick: $(BIN)/.installed
-	$(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES) --configfile config/quick.yaml $(TARGET)
+	$(BIN)/snakemake $(TARGET) --profile workflow/profiles/default --cores $(CORES) --configfile config/quick.yaml
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
