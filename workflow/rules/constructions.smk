@@ -10,69 +10,36 @@ CONSTRUCTION_SEEDS = " ".join(str(s) for s in SEEDS)
 
 
 wildcard_constraints:
-    cstudy="beta|p|n|d",
     ckind="beta|p|n|d|library|multistep",
 
 
-rule construction_study:
+def construction_step(wildcards):
+    """The CLI step that writes one construction table: `study --study <knob>` for an error study, else its kind."""
+    if wildcards.ckind in CONSTRUCTION_STUDIES:
+        return f"study --study {wildcards.ckind}"
+    return wildcards.ckind
+
+
+# One rule writes every construction table: the error studies (beta, p, n, d), the algorithm
+# library and the multi-step run differ only in the CLI step (construction_step).
+rule construction_table:
     output:
-        csv="results/tables/construction_{cstudy}.csv",
-        md="results/tables/construction_{cstudy}.md",
-        tex="results/tables/construction_{cstudy}.tex",
-        per_seed="results/constructions/{cstudy}_per_seed.csv",
-        meta="results/constructions/{cstudy}.json",
+        csv="results/tables/construction_{ckind}.csv",
+        md="results/tables/construction_{ckind}.md",
+        tex="results/tables/construction_{ckind}.tex",
+        per_seed="results/constructions/{ckind}_per_seed.csv",
+        meta="results/constructions/{ckind}.json",
     params:
+        step=construction_step,
         cfg=as_json(config["constructions"]),
         seeds=CONSTRUCTION_SEEDS,
     threads: 2
     log:
-        "logs/constructions/study_{cstudy}.log",
+        "logs/constructions/{ckind}.log",
     benchmark:
-        "results/benchmarks/constructions_study_{cstudy}.tsv"
+        "results/benchmarks/constructions_{ckind}.tsv"
     shell:
-        "{PY} -m algo_emu constructions study --study {wildcards.cstudy} --params {params.cfg}"
-        " --seeds {params.seeds} --threads {threads} --out-csv {output.csv}"
-        " --out-per-seed {output.per_seed} --out-meta {output.meta} > {log} 2>&1"
-
-
-rule construction_library:
-    output:
-        csv="results/tables/construction_library.csv",
-        md="results/tables/construction_library.md",
-        tex="results/tables/construction_library.tex",
-        per_seed="results/constructions/library_per_seed.csv",
-        meta="results/constructions/library.json",
-    params:
-        cfg=as_json(config["constructions"]),
-        seeds=CONSTRUCTION_SEEDS,
-    threads: 2
-    log:
-        "logs/constructions/library.log",
-    benchmark:
-        "results/benchmarks/constructions_library.tsv"
-    shell:
-        "{PY} -m algo_emu constructions library --params {params.cfg}"
-        " --seeds {params.seeds} --threads {threads} --out-csv {output.csv}"
-        " --out-per-seed {output.per_seed} --out-meta {output.meta} > {log} 2>&1"
-
-
-rule construction_multistep:
-    output:
-        csv="results/tables/construction_multistep.csv",
-        md="results/tables/construction_multistep.md",
-        tex="results/tables/construction_multistep.tex",
-        per_seed="results/constructions/multistep_per_seed.csv",
-        meta="results/constructions/multistep.json",
-    params:
-        cfg=as_json(config["constructions"]),
-        seeds=CONSTRUCTION_SEEDS,
-    threads: 2
-    log:
-        "logs/constructions/multistep.log",
-    benchmark:
-        "results/benchmarks/constructions_multistep.tsv"
-    shell:
-        "{PY} -m algo_emu constructions multistep --params {params.cfg}"
+        "{PY} -m algo_emu constructions {params.step} --params {params.cfg}"
         " --seeds {params.seeds} --threads {threads} --out-csv {output.csv}"
         " --out-per-seed {output.per_seed} --out-meta {output.meta} > {log} 2>&1"
 
@@ -85,7 +52,7 @@ rule construction_figure:
         png="results/figures/construction_{ckind}.png",
     params:
         cfg=as_json(config["constructions"]),
-        stem="results/figures/construction_{ckind}",
+        stem=lambda wildcards, output: output.pdf[: -len(".pdf")],
     log:
         "logs/constructions/figure_{ckind}.log",
     shell:
@@ -109,15 +76,26 @@ rule construction_studies:
         expand("results/figures/construction_{k}.{ext}", k=CONSTRUCTION_STUDIES, ext=["pdf", "png"]),
 
 
+# Named targets for the table files of one kind (the figures too: the *_all targets).
+rule construction_library:
+    input:
+        expand(rules.construction_table.output, ckind="library"),
+
+
+rule construction_multistep:
+    input:
+        expand(rules.construction_table.output, ckind="multistep"),
+
+
 rule construction_library_all:
     input:
-        rules.construction_library.output,
+        rules.construction_library.input,
         expand("results/figures/construction_library.{ext}", ext=["pdf", "png"]),
 
 
 rule construction_multistep_all:
     input:
-        rules.construction_multistep.output,
+        rules.construction_multistep.input,
         expand("results/figures/construction_multistep.{ext}", ext=["pdf", "png"]),
 
 
