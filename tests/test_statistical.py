@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from algo_emu import paper_values
-from algo_emu.config import ConfigError, _validate
+from algo_emu.config import ConfigError, _validate, check_statistical
 from algo_emu.data import statistical as st
 from algo_emu.experiments import statistical as e3
 from algo_emu.frozen import FrozenModelError, frozen, load_frozen, parameter_digest
@@ -166,10 +166,10 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
 
 
 def test_config_checks(params):
-    e3.check_section(params)
+    check_statistical(params)
     for key, value, match in [("heads_sweep", [5], "do not divide"), ("p", 6, "smaller than the 7 tokens")]:
         with pytest.raises(ConfigError, match=match):
-            e3.check_section(copy.deepcopy(params) | {key: value})
+            check_statistical(copy.deepcopy(params) | {key: value})
 
 
 def test_schema_defaults_are_the_protocol_and_the_data_layers():

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from algo_emu.config import ConfigError, _validate
+from algo_emu.config import ConfigError, _validate, check_theorem31
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments import theorem31 as e2
 from algo_emu.runtime import REPO_ROOT
@@ -115,12 +115,12 @@ def test_same_seed_twice_is_identical_and_seeds_differ(params, tmp_path):
 
 
 def test_config_checks(params):
-    e2.check_section(params)
+    check_theorem31(params)
     for key, value, match in [("heads", 3, "do not divide"), ("p_sweep", [3], "smaller than"),
                               ("test_fraction", 0.001, "empty train or test")]:
         bad = copy.deepcopy(params) | {key: value}
         with pytest.raises(ConfigError, match=match):
-            e2.check_section(bad)
+            check_theorem31(bad)
 
 
 def test_schema_defaults_are_the_published_scale():

@@ -1,13 +1,22 @@
 """Config loading and the semantic checks that JSON-schema cannot express.
 
 The schemas live in ``workflow/schemas/`` (one file for the top level, one per
-experiment section); :func:`load_config` validates a YAML file the same way
-the workflow does (``snakemake.utils.validate``: unknown keys are errors,
-defaults are filled in), then runs :func:`check_config`.
+experiment section); :func:`load_config` validates a YAML file the same way the
+workflow does (``workflow/rules/common.smk`` calls :func:`validate_sections`):
+numbers written as ``1e-3`` (strings to YAML 1.1) become numbers where the schema
+says number, unknown keys are errors, defaults are filled in, every error names
+``section.key``, then :func:`check_config` runs the cross-field checks.
+
+This module is a leaf: importing it imports neither torch nor any experiment
+module (validating a config, e.g. in every dry run or cluster job, must stay
+cheap). Keep it that way; ``tests/test_config.py`` checks it.
 """
 
 from __future__ import annotations
 
+import glob
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +27,59 @@ from algo_emu.runtime import REPO_ROOT
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 SECTIONS = ("heads", "ames", "constructions", "theorem31", "statistical")  # each validated by workflow/schemas/<section>.schema.yaml
 
+#: Fitted-mode alternative algorithm names (algo_emu.data.statistical.ALIASES; a test keeps them equal).
+STATISTICAL_ALIASES: dict[str, dict[str, str]] = {"reference_code": {}, "fitted": {"linear": "ols"}}
+
 
 class ConfigError(ValueError):
     """A config value is wrong; the message names the key."""
+
+
+# ----------------------------------------------------------------------------- numbers written 1e-3
+
+# A number as YAML 1.2 / JSON would read it; YAML 1.1 (PyYAML, snakemake) reads 1e-3 and 5e4 as strings.
+_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _schema_types(schema: dict) -> set[str]:
+    types: set[str] = set()
+    for node in [schema, *schema.get("anyOf", []), *schema.get("oneOf", [])]:
+        t = node.get("type") if isinstance(node, dict) else None
+        types.update([t] if isinstance(t, str) else (t or []))
+    return types
+
+
+def coerce_numbers(data: Any, schema: dict) -> Any:
+    """``data`` with numeric strings turned into numbers wherever ``schema`` expects a number.
+
+    Only where the schema allows a number or integer and no string; an integer only when the
+    value is whole (``5e4`` -> 50000). Recurses through ``properties``, ``additionalProperties``
+    and ``items``; dicts and lists are changed in place (and returned).
+    """
+    if not isinstance(schema, dict):
+        return data
+    if isinstance(data, str):
+        types = _schema_types(schema)
+        if "string" in types or not types & {"number", "integer"} or not _NUMBER.match(data.strip()):
+            return data
+        value = float(data)
+        if value.is_integer() and ("integer" in types or "." not in data and "e" not in data.lower()):
+            return int(value)
+        return value if "number" in types else data
+    if isinstance(data, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, value in data.items():
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                data[key] = coerce_numbers(value, sub)
+    elif isinstance(data, list) and isinstance(schema.get("items"), dict):
+        for i, value in enumerate(data):
+            data[i] = coerce_numbers(value, schema["items"])
+    return data
+
+
+# ----------------------------------------------------------------------------- schema validation
 
 
 def _default_filling_validator():
@@ -42,9 +101,11 @@ def _default_filling_validator():
 
 
 def _validate(data: dict, schema_file: Path, where: str) -> None:
+    """Coerce numbers, fill defaults and validate ``data`` in place; errors name ``where.key``."""
     import jsonschema
 
     schema = yaml.safe_load(schema_file.read_text())
+    coerce_numbers(data, schema)
     try:
         _default_filling_validator()(schema).validate(data)
     except jsonschema.ValidationError as exc:
@@ -53,17 +114,20 @@ def _validate(data: dict, schema_file: Path, where: str) -> None:
         raise ConfigError(f"{key}: {exc.message}") from None
 
 
-def validate_sections(config: dict) -> dict:
-    """Validate the top level and every experiment section in place (defaults filled)."""
+def validate_sections(config: dict, gpu_check: bool = True) -> dict:
+    """Validate the top level and every experiment section in place (defaults filled), then
+    :func:`check_config`. ``gpu_check``: also refuse ``device: cuda`` where no GPU is visible."""
     _validate(config, SCHEMA_DIR / "config.schema.yaml", "")
     for section in SECTIONS:
         config.setdefault(section, {})
+        if not isinstance(config[section], dict):
+            raise ConfigError(f"{section}: must be a mapping of keys, got {type(config[section]).__name__}")
         _validate(config[section], SCHEMA_DIR / f"{section}.schema.yaml", section)
-    check_config(config)
+    check_config(config, gpu_check=gpu_check)
     return config
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> dict:
+def load_config(path: str | Path, overrides: dict | None = None, gpu_check: bool = True) -> dict:
     path = Path(path)
     try:
         config = yaml.safe_load(path.read_text()) or {}
@@ -75,33 +139,124 @@ def load_config(path: str | Path, overrides: dict | None = None) -> dict:
         raise ConfigError(f"{path}: top level must be a mapping")
     for key, value in (overrides or {}).items():
         config[key] = value
-    return validate_sections(config)
+    return validate_sections(config, gpu_check=gpu_check)
 
 
-def check_config(config: dict[str, Any]) -> None:
-    """Cross-field checks; raise :class:`ConfigError` naming the key."""
-    from algo_emu.experiments import statistical, theorem31  # their checks live beside each experiment
+# ----------------------------------------------------------------------------- device
 
-    theorem31.check_section(config.get("theorem31", {}))
-    statistical.check_section(config.get("statistical", {}))
-    heads = config.get("heads", {})
-    if heads:
-        hidden = heads["hidden"]
-        for H in list(heads["heads_sweep"]) + [heads["heads_p_sweep"]]:
-            if hidden % H:
-                key = "heads.heads_sweep" if H in heads["heads_sweep"] else "heads.heads_p_sweep"
-                raise ConfigError(f"{key}: {H} heads do not divide heads.hidden = {hidden}")
-        n = heads["n_tokens"]
-        for p in list(heads["p_sweep"]) + [heads["p_heads_sweep"]]:
-            if p < n:
-                key = "heads.p_sweep" if p in heads["p_sweep"] else "heads.p_heads_sweep"
-                raise ConfigError(f"{key}: p = {p} is smaller than heads.n_tokens = {n}")
-        n_test = round(heads["n_prompts"] * heads["test_fraction"])
-        if n_test < 1 or n_test >= heads["n_prompts"]:
-            raise ConfigError(
-                f"heads.test_fraction: {heads['test_fraction']} of heads.n_prompts = {heads['n_prompts']} "
-                "leaves an empty train or test split"
-            )
+
+def visible_gpus() -> int | None:
+    """How many GPUs this process could use, found without importing torch; None when unsure.
+
+    0 when ``CUDA_VISIBLE_DEVICES`` hides every GPU, or when there is no NVIDIA device node
+    (``/dev/nvidia<N>``) and no other GPU interface (``/dev/dxg`` of WSL2, ``/dev/kfd`` of
+    ROCm, which are reported as None: present, count unknown).
+    """
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        ids = [x.strip() for x in cvd.split(",") if x.strip()]
+        if not ids or ids[0] == "-1":
+            return 0
+    nodes = [p for p in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p)]
+    if not nodes:
+        if os.path.exists("/dev/dxg") or os.path.exists("/dev/kfd"):
+            return None
+        return 0
+    return len(ids) if cvd is not None else len(nodes)
+
+
+def check_device(device: str) -> None:
+    """Refuse ``device: cuda`` / ``cuda:N`` where no GPU (or no GPU N) is visible."""
+    m = re.fullmatch(r"cuda(?::(\d+))?", str(device))
+    if not m:
+        return
+    n = visible_gpus()
+    if n == 0:
+        raise ConfigError(
+            f"device: {device!r} but no GPU is visible on this machine (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')!r}, no /dev/nvidia<N>); "
+            "use device: auto (CUDA when present, else CPU) or cpu"
+        )
+    if n is not None and m.group(1) is not None and int(m.group(1)) >= n:
+        raise ConfigError(f"device: {device!r} but only {n} GPU(s) are visible (cuda:0 .. cuda:{n - 1})")
+
+
+# ----------------------------------------------------------------------------- cross-field checks
+
+
+def _check_split(where: str, n_prompts: int, test_fraction: float) -> None:
+    n_test = round(n_prompts * test_fraction)
+    if n_test < 1 or n_test >= n_prompts:
+        raise ConfigError(f"{where}.test_fraction: {test_fraction} of {where}.n_prompts = {n_prompts} "
+                          "leaves an empty train or test split")
+
+
+def check_heads(heads: dict) -> None:
+    """Cross-field checks of the ``heads`` (E1) section."""
+    if not heads:
+        return
+    hidden = heads["hidden"]
+    for H in list(heads["heads_sweep"]) + [heads["heads_p_sweep"]]:
+        if hidden % H:
+            key = "heads.heads_sweep" if H in heads["heads_sweep"] else "heads.heads_p_sweep"
+            raise ConfigError(f"{key}: {H} heads do not divide heads.hidden = {hidden}")
+    if len(set(heads["heads_sweep"])) < 2:
+        raise ConfigError(
+            f"heads.heads_sweep: {list(heads['heads_sweep'])} has one H value; the O(1/H) fit "
+            "(heads_fit: MSE = a + b/H and MSE ~ H^-alpha) needs at least two H values"
+        )
+    n = heads["n_tokens"]
+    for p in list(heads["p_sweep"]) + [heads["p_heads_sweep"]]:
+        if p < n:
+            key = "heads.p_sweep" if p in heads["p_sweep"] else "heads.p_heads_sweep"
+            raise ConfigError(f"{key}: p = {p} is smaller than heads.n_tokens = {n}")
+    _check_split("heads", heads["n_prompts"], heads["test_fraction"])
+
+
+def check_theorem31(section: dict) -> None:
+    """Cross-field checks of the ``theorem31`` (E2) section (the schema's enum checks ``fs``)."""
+    if not section:
+        return
+    if section["hidden"] % section["heads"]:
+        raise ConfigError(f"theorem31.heads: {section['heads']} heads do not divide theorem31.hidden = {section['hidden']}")
+    for p in section["p_sweep"]:
+        if p < section["n_tokens"]:
+            raise ConfigError(f"theorem31.p_sweep: p = {p} is smaller than theorem31.n_tokens = {section['n_tokens']}")
+    _check_split("theorem31", section["n_prompts"], section["test_fraction"])
+
+
+def check_statistical(section: dict) -> None:
+    """Cross-field checks of the ``statistical`` (E3) section (the schema checks names and data params)."""
+    if not section:
+        return
+    for H in section["heads_sweep"]:
+        if section["hidden"] % H:
+            raise ConfigError(f"statistical.heads_sweep: {H} heads do not divide statistical.hidden = {section['hidden']}")
+    for mode in section["modes"]:
+        n = section["n_context"] + (section["n_query"] if mode == "fitted" else 0)
+        if section["p"] < n:
+            raise ConfigError(f"statistical.p: p = {section['p']} is smaller than the {n} tokens of a {mode} prompt")
+        seen: dict[str, str] = {}
+        for name in section.get("algorithms", {}).get(mode, []):
+            canon = STATISTICAL_ALIASES.get(mode, {}).get(name, name)
+            if canon in seen:
+                raise ConfigError(f"statistical.algorithms.{mode}: algorithm {name!r} listed twice "
+                                  f"(as {canon!r}, with {seen[canon]!r})")
+            seen[canon] = name
+
+
+def check_config(config: dict[str, Any], gpu_check: bool = True) -> None:
+    """Cross-field checks; raise :class:`ConfigError` naming the key.
+
+    ``gpu_check``: refuse ``device: cuda`` where no GPU is visible. The workflow passes
+    False while parsing (a cluster's submit host may have no GPU) and checks the device
+    before the first job of a local run (``onstart`` in workflow/rules/common.smk).
+    """
+    if gpu_check:
+        check_device(config.get("device", "auto"))
+    check_theorem31(config.get("theorem31", {}))
+    check_statistical(config.get("statistical", {}))
+    check_heads(config.get("heads", {}))
     ames = config.get("ames", {})
     if ames and ames.get("hidden", "auto") != "auto" and ames["hidden"] % ames["heads"]:
         raise ConfigError(f"ames.heads: {ames['heads']} heads do not divide ames.hidden = {ames['hidden']}")

@@ -12,13 +12,12 @@ bit changed, so an evaluation that finishes proves the model was not modified.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
-from algo_emu.io import read_json, save_torch, sha256_file, write_json
+from algo_emu.io import read_json, save_torch, sha256_file, tensor_digest, write_json
 
 FORMAT_VERSION = 1
 
@@ -28,13 +27,9 @@ class FrozenModelError(RuntimeError):
 
 
 def parameter_digest(module: torch.nn.Module) -> str:
-    """sha256 over the names, dtypes, shapes and raw bytes of every parameter and buffer."""
-    h = hashlib.sha256()
-    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
-        t = t.detach().to("cpu").contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
+    """sha256 over the names, dtypes, shapes and raw bytes of every parameter and buffer
+    (:func:`algo_emu.io.tensor_digest` of the named tensors)."""
+    return tensor_digest(list(module.named_parameters()) + list(module.named_buffers()))
 
 
 def sidecar(path: str | Path) -> Path:

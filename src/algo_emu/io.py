@@ -2,32 +2,97 @@
 
 Every file the pipeline writes goes through :func:`atomic_path`: the content is
 written to a temporary file in the same directory and renamed into place, so a
-killed job never leaves a half-written output behind.
+killed job never leaves a half-written output behind. The temporary file's name
+carries the writer's host and process id; the next write of the same path removes
+the leftovers of writers that died (``kill -9`` gives them no chance to clean up).
+
+Digests are of content only: :func:`tensor_digest` hashes tensor bytes, and
+:func:`save_torch` writes an archive that does not depend on the temporary file's
+name, so :func:`sha256_file` of a ``.pt`` file is the same for the same content.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping
+
+#: A writer on another host cannot be checked for life; its leftovers are removed after this long.
+STALE_TMP_SECONDS = 24 * 3600
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def clean_stale_temps(path: str | os.PathLike, suffix: str | None = None) -> list[Path]:
+    """Remove temporary files that killed writers of ``path`` left behind; return what was removed.
+
+    A temporary file ``.<name>.~<host>~<pid>~<random><suffix>.tmp`` is stale when its writer is
+    on this host and no longer running, or on another host and older than
+    :data:`STALE_TMP_SECONDS`. Files in the format of earlier versions (no host or pid,
+    ``.<name>.<8 random chars><suffix>.tmp``) are always stale. A live writer's file is kept.
+    """
+    path = Path(path)
+    suffix = path.suffix if suffix is None else suffix
+    if not path.parent.is_dir():
+        return []
+    name, sfx = re.escape(path.name), re.escape(suffix)
+    tagged = re.compile(rf"^\.{name}\.~(?P<host>[A-Za-z0-9_]+)~(?P<pid>\d+)~[A-Za-z0-9_]+{sfx}\.tmp$")
+    legacy = re.compile(rf"^\.{name}\.[a-z0-9_]{{8}}{sfx}\.tmp$")
+    host, removed = _host_tag(), []
+    for cand in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        m = tagged.match(cand.name)
+        if m:
+            if m["host"] == host:
+                stale = not _pid_alive(int(m["pid"]))
+            else:
+                try:
+                    stale = time.time() - cand.stat().st_mtime > STALE_TMP_SECONDS
+                except FileNotFoundError:
+                    continue
+        else:
+            stale = bool(legacy.match(cand.name))
+        if stale:
+            with contextlib.suppress(FileNotFoundError):
+                cand.unlink()
+                removed.append(cand)
+    return removed
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
-    ``suffix`` defaults to the target's suffix (some writers, e.g. matplotlib,
+    On an exception the temporary file is removed and ``path`` is untouched; a
+    temporary file left by an earlier writer that was killed is removed first
+    (:func:`clean_stale_temps`). ``suffix`` defaults to the target's suffix (some writers, e.g. matplotlib,
     choose the format from it).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    suffix = path.suffix if suffix is None else suffix
+    clean_stale_temps(path, suffix)
     fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=(path.suffix if suffix is None else suffix) + ".tmp"
+        dir=path.parent, prefix=f".{path.name}.~{_host_tag()}~{os.getpid()}~", suffix=suffix + ".tmp"
     )
     os.close(fd)
     tmp_path = Path(tmp)
@@ -96,10 +161,44 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def save_torch(path: str | os.PathLike, obj: Any) -> None:
+    """``torch.save`` atomically, content-stable: the same ``obj`` gives the same bytes.
+
+    Given a path, torch.save names the zip archive's top folder after the file, i.e.
+    after the random temporary name; given an open file it always uses ``archive``.
+    """
     import torch
 
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+
+
+def _tensor_bytes(t) -> bytes:
+    import torch
+
+    t = t.detach().to("cpu").contiguous().reshape(-1)
+    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def tensor_digest(obj: Any) -> str:
+    """sha256 of tensor content (the package's one tensor digest).
+
+    A tensor: its raw bytes in C order (dtype and shape not included; the bytes of
+    ``t.contiguous()`` on the CPU). A mapping of name -> tensor, or an iterable of (name,
+    tensor) pairs, in the given order: for each, ``"<name>|<dtype>|<shape tuple>|"`` then its
+    raw bytes (what :func:`algo_emu.frozen.parameter_digest` hashes for a module).
+    """
+    import torch
+
+    h = hashlib.sha256()
+    if isinstance(obj, torch.Tensor):
+        h.update(_tensor_bytes(obj))
+        return h.hexdigest()
+    items: Iterable = obj.items() if isinstance(obj, Mapping) else obj
+    for name, t in items:
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(_tensor_bytes(t))
+    return h.hexdigest()
 
 
 def write_csv(path: str | os.PathLike, frame) -> None:

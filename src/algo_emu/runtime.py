@@ -1,18 +1,55 @@
-"""Device resolution and the provenance every run records."""
+"""Device resolution and the provenance every run records.
+
+Importing this module does not import torch (the config layer reads
+:data:`REPO_ROOT` from here, and validating a config must stay cheap); the
+functions that need torch import it when called.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+#: The package source that defines what a checkpoint holds: the engine and its loss, the
+#: random streams, the model, the data and the experiments' tasks (relative to the package).
+TRAINING_SOURCES: tuple[str, ...] = ("train.py", "rng.py", "models", "data", "experiments")
+
+
+@functools.lru_cache(maxsize=None)
+def source_digest(parts: tuple[str, ...] = TRAINING_SOURCES) -> str:
+    """sha256 over the package's ``.py`` files under ``parts`` (relative path and bytes, sorted).
+
+    Part of every training fingerprint (:func:`algo_emu.train.train_ensemble`): a checkpoint
+    written by other code defining the model, the task or the loss is never resumed.
+    """
+    files: list[Path] = []
+    for part in parts:
+        target = PACKAGE_DIR / part
+        files.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
+    h = hashlib.sha256()
+    for f in sorted(set(files)):
+        h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def code_version() -> str:
+    """``algo_emu <version> src <source digest, 16 hex>``: what produced a checkpoint or a number."""
+    from algo_emu import __version__
+
+    return f"algo_emu {__version__} src {source_digest()[:16]}"
 
 
 _GPU_LOCKS: dict[int, object] = {}  # held open for the life of the process
@@ -47,6 +84,8 @@ def claim_gpu(n_gpus: int, lock_dir: str | os.PathLike | None = None) -> int:
 def resolve_device(spec: str = "auto") -> torch.device:
     """``auto`` -> CUDA when available (a free GPU when there are several), else CPU;
     ``cpu``/``cuda``/``cuda:N`` as given."""
+    import torch
+
     if spec == "auto":
         if not torch.cuda.is_available():
             return torch.device("cpu")
@@ -77,7 +116,9 @@ def git_commit() -> str | None:
 
 
 def environment(device: torch.device) -> dict[str, Any]:
-    """What produced a number: device, versions, threads, commit."""
+    """What produced a number: device, versions, threads, commit, package source digest."""
+    import torch
+
     info: dict[str, Any] = {
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
@@ -87,6 +128,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "hostname": platform.node(),
         "git_commit": git_commit(),
+        "code_version": code_version(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
     return info

@@ -20,6 +20,14 @@ Checkpoints (model, optimiser, epoch, history) are written atomically every
 resumes from the last checkpoint and ends with the same numbers as an
 uninterrupted run, because the data order of epoch t is a function of
 (seed, member, t) alone.
+
+A checkpoint is resumed only by the run that wrote it: its fingerprint is the
+caller's (config) fingerprint plus :func:`algo_emu.runtime.code_version` (package
+version and a digest of the source defining the model, the data, the tasks and
+the loss), so a checkpoint written before a code change is ignored. The last
+checkpoint of a run is marked ``final`` and is never resumed either: rerunning a
+finished setting (``--forcerun``, or after any change) trains it again from
+scratch instead of loading the old weights and training 0 epochs.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import torch
 
 from algo_emu.io import save_torch
 from algo_emu.rng import torch_stream
+from algo_emu.runtime import code_version
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +141,12 @@ def train_ensemble(
 ) -> TrainResult:
     """Train all members of ``model`` on ``task`` with Adam; return the per-epoch history.
 
-    ``fingerprint`` identifies the run (config hash); a checkpoint with another
-    fingerprint is ignored (logged), never silently resumed. ``on_epoch(epoch,
-    model)`` may return extra per-epoch metrics (e.g. a test loss).
+    ``fingerprint`` identifies the run (config hash); the engine appends the code
+    version (:func:`algo_emu.runtime.code_version`). A checkpoint with another
+    fingerprint, other members, or marked ``final`` (a finished run) is ignored
+    (logged) and training starts from epoch 0: only an unfinished run of the same
+    config and code is resumed. ``on_epoch(epoch, model)`` may return extra
+    per-epoch metrics (e.g. a test loss).
     """
     if cfg.epochs < 0:
         raise ValueError(f"epochs must be >= 0, got {cfg.epochs}")
@@ -147,9 +159,12 @@ def train_ensemble(
     result = TrainResult()
     start_epoch = 0
     ckpt = Path(checkpoint) if checkpoint else None
+    fingerprint = f"{fingerprint}|{code_version()}"
     if ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state.get("fingerprint") == fingerprint and state.get("members") == [(m.seed, m.name) for m in members]:
+        if state.get("final"):
+            log.warning("not resuming %s: it is the checkpoint of a finished run; training from scratch", ckpt)
+        elif state.get("fingerprint") == fingerprint and state.get("members") == [(m.seed, m.name) for m in members]:
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
             start_epoch = int(state["epoch"])
@@ -157,7 +172,8 @@ def train_ensemble(
             result.resumed_from = start_epoch
             log.info("resumed from %s at epoch %d", ckpt, start_epoch)
         else:
-            log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
+            log.warning("ignoring checkpoint %s: it belongs to another configuration or code version "
+                        "(%s, this run: %s)", ckpt, state.get("fingerprint"), fingerprint)
 
     out_mask = model.out_mask
     positions = getattr(task, "loss_positions", None)
@@ -194,6 +210,7 @@ def train_ensemble(
             save_torch(ckpt, {
                 "fingerprint": fingerprint, "members": [(m.seed, m.name) for m in members], "epoch": epoch + 1,
                 "model": model.state_dict(), "optimizer": opt.state_dict(), "history": result.history,
+                "final": epoch + 1 == cfg.epochs,
             })
         _check_injected_failure(members, epoch + 1)
     result.seconds = time.perf_counter() - t_start

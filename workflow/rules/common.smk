@@ -4,18 +4,19 @@ import json
 import shlex
 import sys
 
-from snakemake.utils import validate
+from algo_emu.config import check_device, validate_sections  # noqa: E402  (torch-free)
+
+# The top level and each experiment's section against its schema (workflow/schemas/), the
+# same code as algo_emu.config.load_config: numbers written 1e-3 are numbers, defaults are
+# filled in, an error names section.key (e.g. "theorem31.epochs: 0 is less than the minimum
+# of 1"), then the cross-field checks. The device is checked before the first job of a local
+# run, not here: a cluster's submit host may have no GPU while its jobs do.
+validate_sections(config, gpu_check=False)
 
 
-from algo_emu.config import SECTIONS, check_config  # noqa: E402
-
-validate(config, "../schemas/config.schema.yaml")
-# Each experiment's section has its own schema (defaults are filled in by validate).
-for _section in SECTIONS:
-    config.setdefault(_section, {})
-    validate(config[_section], f"../schemas/{_section}.schema.yaml")
-
-check_config(config)  # semantic checks that JSON-schema cannot express
+onstart:
+    if workflow.local_exec:
+        check_device(config["device"])  # `device: cuda` without a visible GPU: refused before any job
 
 # The interpreter snakemake runs under has the package installed (make venv).
 PY = shlex.quote(sys.executable)

@@ -19,7 +19,6 @@ Target inverse temperature ``target_beta``.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Iterable
 
@@ -41,6 +40,7 @@ from algo_emu.constructions.programs import (
     template_exact,
     template_program,
 )
+from algo_emu.io import tensor_digest
 from algo_emu.rng import torch_stream
 from algo_emu.tables import summarise
 
@@ -95,13 +95,8 @@ def resolve(params: dict | None) -> dict:
 
 
 def module_fingerprint(interp: Interpreter) -> str:
-    """sha256 over every weight tensor of the module (name, shape, bytes)."""
-    h = hashlib.sha256()
-    for name, t in sorted(interp.state_dict().items()):
-        h.update(name.encode())
-        h.update(str(tuple(t.shape)).encode())
-        h.update(t.contiguous().numpy().tobytes())
-    return h.hexdigest()
+    """sha256 over every weight tensor of the module (name, dtype, shape, bytes; sorted by name)."""
+    return tensor_digest(sorted(interp.state_dict().items()))
 
 
 # ----------------------------------------------------------------------------------------- heads

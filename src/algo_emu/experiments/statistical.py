@@ -18,7 +18,6 @@ proves it unchanged, ``seed<k>/metrics.json``), ``aggregate`` (table),
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.data import statistical as st
 from algo_emu.frozen import frozen, load_frozen, save_frozen
-from algo_emu.io import read_json, seed_metrics_path, sha256_file, write_csv, write_json
+from algo_emu.io import read_json, seed_metrics_path, sha256_file, tensor_digest, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import derive, torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -70,26 +69,6 @@ def d_in(params: dict, mode: str) -> int:
     return 2 * params["d"] + (2 if mode == "fitted" else 0)
 
 
-def check_section(section: dict) -> None:
-    """Cross-field checks of the ``statistical`` config section (after schema validation)."""
-    from algo_emu.config import ConfigError
-
-    if not section:
-        return
-    for H in section["heads_sweep"]:
-        if section["hidden"] % H:
-            raise ConfigError(f"statistical.heads_sweep: {H} heads do not divide statistical.hidden = {section['hidden']}")
-    for mode in section["modes"]:
-        n = n_tokens(section, mode)
-        if section["p"] < n:
-            raise ConfigError(f"statistical.p: p = {section['p']} is smaller than the {n} tokens of a {mode} prompt")
-        try:
-            algorithms(section, mode)
-            data_params(section, mode)
-        except ValueError as exc:
-            raise ConfigError(f"statistical ({mode}): {exc}") from None
-
-
 def eval_seed(seed: int) -> int:
     """Seed of a run's evaluation data: a stream of its own, never the training data's."""
     return derive(seed, EXPERIMENT, "eval")
@@ -121,7 +100,7 @@ class StatisticalTask:
                                n_query=m or None, d=params["d"], params=data_params(params, mode), dtype=dtype)
             xs.append(data["inputs"])
             ts.append(data["target"].unsqueeze(-1))
-            self.data_sha256[s] = hashlib.sha256(data["inputs"].contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+            self.data_sha256[s] = tensor_digest(data["inputs"])
             self.algorithm_counts[s] = {a: int((data["algorithm"] == k).sum()) for k, a in enumerate(algs)}
         self.inputs = torch.stack(xs).to(device)                    # (S, N, n + m, d_in)
         self.targets = torch.stack(ts).to(device)                   # (S, N, n or m, 1)

@@ -15,7 +15,6 @@ ensemble, evaluated on the held-out split, ``seed<k>/metrics.json``),
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch
 
 from algo_emu.cli import json_arg
 from algo_emu.data import theorem31 as t31
-from algo_emu.io import read_json, seed_metrics_path, write_csv, write_json
+from algo_emu.io import read_json, seed_metrics_path, tensor_digest, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -42,26 +41,6 @@ F_COLUMNS = ["f", "p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_hig
 GD_COLUMNS = ["f", "p", "eta", "gd_mse_mean", "gd_mse_std", "gd_rel_mean", "gd_rel_std", "step_sq_norm", "n_seeds"]
 
 
-def check_section(section: dict) -> None:
-    """Cross-field checks of the ``theorem31`` config section (after schema validation)."""
-    from algo_emu.config import ConfigError
-
-    if not section:
-        return
-    if section["hidden"] % section["heads"]:
-        raise ConfigError(f"theorem31.heads: {section['heads']} heads do not divide theorem31.hidden = {section['hidden']}")
-    for p in section["p_sweep"]:
-        if p < section["n_tokens"]:
-            raise ConfigError(f"theorem31.p_sweep: p = {p} is smaller than theorem31.n_tokens = {section['n_tokens']}")
-    n_test = round(section["n_prompts"] * section["test_fraction"])
-    if n_test < 1 or n_test >= section["n_prompts"]:
-        raise ConfigError(f"theorem31.test_fraction: {section['test_fraction']} of theorem31.n_prompts = "
-                          f"{section['n_prompts']} leaves an empty train or test split")
-    unknown = [f for f in section["fs"] if f not in t31.F_REGISTRY]
-    if unknown:
-        raise ConfigError(f"theorem31.fs: unknown f {unknown}; allowed: {sorted(t31.F_REGISTRY)}")
-
-
 def split(seed: int, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(train indices, test indices) of one seed, shared by all its f members."""
     perm = torch.randperm(n_prompts, generator=torch_stream(seed, EXPERIMENT, "split"))
@@ -72,10 +51,6 @@ def split(seed: int, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor
 def unpack(inputs: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(X (..., n, d), y (..., n), w (..., d)) from tokens [x_i; y_i; w] (..., n, 2d + 1)."""
     return inputs[..., :d], inputs[..., d], inputs[..., 0, d + 1:]
-
-
-def _digest(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 class Theorem31Task:
@@ -97,7 +72,7 @@ class Theorem31Task:
         for s in self.seeds:
             data = t31.generate(s, params["n_prompts"], params["n_tokens"], params["d"], f=self.fs[0],
                                 x_dist=params["x_dist"], x_scale=params["x_scale"], dtype=torch.float32)
-            self.data_sha256[s] = _digest(data["inputs"])
+            self.data_sha256[s] = tensor_digest(data["inputs"])
             tr, te = split(s, params["n_prompts"], params["test_fraction"])
             train.append(data["inputs"][tr])
             test.append(data["inputs"][te])
