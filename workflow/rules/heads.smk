@@ -1,7 +1,9 @@
 # E1: attention emulating an attention head (the headline result).
 # data (per seed) -> train (per setting, all seeds x K/Q/V as one ensemble)
 # -> aggregate (tables) -> fit -> figures.
-from algo_emu.experiments.heads import settings as _heads_settings, setting_name as _heads_setting_name
+import os
+
+from algo_emu.experiments.heads_settings import settings as _heads_settings, setting_name as _heads_setting_name
 
 HEADS = config["heads"]
 HEADS_SETTINGS = _heads_settings(HEADS)
@@ -21,10 +23,17 @@ ALL_OUTPUTS.extend(HEADS_TABLES + ["results/tables/heads_fit.json"] + HEADS_FIGU
 
 def heads_metrics(wildcards=None):
     return [
-        f"results/heads/runs/{_heads_setting_name(H, p)}/seed{s}/metrics.json"
-        for H, p in HEADS_SETTINGS
+        f"results/heads/{protocol}/runs/{_heads_setting_name(H, p)}/seed{s}/metrics.json"
+        for protocol, H, p in HEADS_SETTINGS
         for s in SEEDS
     ]
+
+
+def heads_train_data(wildcards):
+    """independent: one data set per seed; published: the one shared data set."""
+    if wildcards.protocol == "published":
+        return ["data/heads/published/dataset.pt"]
+    return [f"data/heads/seed{s}/dataset.pt" for s in SEEDS]
 
 
 rule heads_data:
@@ -42,19 +51,36 @@ rule heads_data:
         "{PY} -m algo_emu heads data --params {params.cfg} --seed {wildcards.seed} --out {output.data} > {log} 2>&1"
 
 
+rule heads_data_published:
+    output:
+        data="data/heads/published/dataset.pt",
+        meta="data/heads/published/dataset.pt.json",
+    params:
+        cfg=as_json(HEADS),
+    log:
+        "logs/heads/data_published.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "{PY} -m algo_emu heads data --params {params.cfg} --protocol published --seed 0 --out {output.data} > {log} 2>&1"
+
+
 rule heads_train:
     input:
-        expand("data/heads/seed{seed}/dataset.pt", seed=SEEDS),
+        heads_train_data,
     output:
-        expand("results/heads/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+        expand("results/heads/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
         cfg=as_json(HEADS),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+        checkpoint="results/heads/checkpoints/{protocol}_H{heads}_p{p}.pt",
     log:
-        "logs/heads/train_H{heads}_p{p}.log",
+        "logs/heads/train_{protocol}_H{heads}_p{p}.log",
     benchmark:
-        "results/benchmarks/heads_train_H{heads}_p{p}.tsv"
+        "results/benchmarks/heads_train_{protocol}_H{heads}_p{p}.tsv"
     threads: config["threads"]
     resources:
         # Peak at the paper's scale, per seed: train prompts 77 MB + test prompts and
@@ -65,10 +91,9 @@ rule heads_train:
         # cores at the paper's shapes; 30 s (2x margin) per epoch per seed, plus start-up.
         runtime=lambda wc: 10 + (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
     shell:
-        "{PY} -m algo_emu heads train --params {params.cfg} --heads {wildcards.heads} --p {wildcards.p} "
-        "--seeds {params.seeds} --data {input} --out-dir results/heads/runs/H{wildcards.heads}_p{wildcards.p} "
-        "--checkpoint results/heads/checkpoints/H{wildcards.heads}_p{wildcards.p}.pt "
-        "--device {params.device} --threads {threads} > {log} 2>&1"
+        "{PY} -m algo_emu heads train --params {params.cfg} --protocol {wildcards.protocol} --heads {wildcards.heads} "
+        "--p {wildcards.p} --seeds {params.seeds} --data {input} --out-dir {params.out_dir} "
+        "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} > {log} 2>&1"
 
 
 rule heads_aggregate:
@@ -83,7 +108,7 @@ rule heads_aggregate:
         "logs/heads/aggregate.log",
     shell:
         "{PY} -m algo_emu heads aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
-        "--heads-table results/tables/heads_vs_mse.csv --p-table results/tables/prompt_length_vs_mse.csv > {log} 2>&1"
+        "--heads-table {output.tables[0]} --p-table {output.tables[3]} > {log} 2>&1"
 
 
 rule heads_fit:
@@ -106,11 +131,13 @@ rule heads_vs_mse_figure:
         runs="results/tables/heads_runs.csv",
     output:
         HEADS_FIGURES,
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
         "logs/heads/figure_heads.log",
     shell:
         "{PY} -m algo_emu heads figure --kind heads --table {input.table} --fit {input.fit} --runs {input.runs} "
-        "--out results/figures/heads_vs_mse > {log} 2>&1"
+        "--out {params.stem} > {log} 2>&1"
 
 
 rule prompt_length_vs_mse_figure:
@@ -119,11 +146,13 @@ rule prompt_length_vs_mse_figure:
         runs="results/tables/heads_runs.csv",
     output:
         P_FIGURES,
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
         "logs/heads/figure_prompt_length.log",
     shell:
         "{PY} -m algo_emu heads figure --kind prompt_length --table {input.table} --runs {input.runs} "
-        "--out results/figures/prompt_length_vs_mse > {log} 2>&1"
+        "--out {params.stem} > {log} 2>&1"
 
 
 # Named targets: one per table/figure, so each can be rebuilt alone.
@@ -140,3 +169,7 @@ rule heads_figure:
 rule prompt_length_figure:
     input:
         P_FIGURES,
+
+
+wildcard_constraints:
+    protocol=r"published|independent",

@@ -7,8 +7,15 @@ Per seed (streams ``(seed, "heads", ...)``):
 * the target head: W_K, W_Q in R^{h_t x d}, W_V in R^{d x d}, standard normal;
 * the train/test split (a permutation of the N prompts).
 
-Unlike the published code (one unseeded data set shared by every seed), each
-seed draws its own data set and head, so seeds are fully independent runs.
+Two protocols (``heads.protocols``):
+
+* ``independent`` (ours): each seed draws its own data set and head, so seeds
+  are fully independent runs;
+* ``published`` (the published code's protocol, made reproducible): ONE data
+  set and target head for every seed, drawn from the fixed streams
+  ``(PUBLISHED_SEED, "heads", "published", ...)``; the seeds vary only the
+  initialisation, the split and the data order. The published code draws its
+  one data set unseeded, before any seed is set; we fix its stream instead.
 
 In token-major layout (a prompt is an n x d matrix with tokens as rows),
 K = X W_K^T, Q = X W_Q^T, V = X W_V^T and the score matrix S = K Q^T has
@@ -31,13 +38,26 @@ from algo_emu.io import read_json, save_torch, sha256_file, write_json
 from algo_emu.rng import torch_stream
 
 TARGETS = ("paper", "reference_code")
+from algo_emu.experiments.heads_settings import PROTOCOLS  # noqa: E402  (one definition)
+PUBLISHED_SEED = 0  # the fixed stream of the published protocol's one shared data set
 FORMAT_VERSION = 1
 
 
-def generate(seed: int, n_prompts: int, n_tokens: int, d: int, target_hidden: int) -> dict[str, torch.Tensor]:
-    """The data set of one seed: X (float32) and the target head (float64)."""
-    X = 2 * torch.randn(n_prompts, n_tokens, d, generator=torch_stream(seed, "heads", "X"), dtype=torch.float32) - 1
-    g = torch_stream(seed, "heads", "target_head")
+def streams(protocol: str) -> tuple[str, ...]:
+    """Name prefix of the data streams of a protocol (independent: per seed; published: one fixed stream)."""
+    if protocol == "independent":
+        return ("heads",)
+    if protocol == "published":
+        return ("heads", "published")
+    raise ValueError(f"heads.protocols: unknown protocol {protocol!r} (expected one of {PROTOCOLS})")
+
+
+def generate(seed: int, n_prompts: int, n_tokens: int, d: int, target_hidden: int,
+             protocol: str = "independent") -> dict[str, torch.Tensor]:
+    """The data set of one seed (or the published protocol's shared one): X (float32) and the target head (float64)."""
+    prefix = streams(protocol)
+    X = 2 * torch.randn(n_prompts, n_tokens, d, generator=torch_stream(seed, *prefix, "X"), dtype=torch.float32) - 1
+    g = torch_stream(seed, *prefix, "target_head")
     W_K = torch.randn(target_hidden, d, generator=g, dtype=torch.float64)
     W_Q = torch.randn(target_hidden, d, generator=g, dtype=torch.float64)
     W_V = torch.randn(d, d, generator=g, dtype=torch.float64)
@@ -72,17 +92,21 @@ def projections(X: torch.Tensor, W_K: torch.Tensor, W_Q: torch.Tensor, W_V: torc
     return X @ W_K.T, X @ W_Q.T, X @ W_V.T
 
 
-def write_dataset(path: str | Path, seed: int, params: dict) -> dict:
-    """Generate one seed's data set and write it with a JSON sidecar (``<path>.json``)."""
+def write_dataset(path: str | Path, seed: int, params: dict, protocol: str = "independent") -> dict:
+    """Generate one seed's data set (or, ``protocol="published"``, the one shared data set) with a JSON sidecar."""
     path = Path(path)
-    data = generate(seed, params["n_prompts"], params["n_tokens"], params["d"], params["target_hidden"])
+    if protocol == "published" and seed != PUBLISHED_SEED:
+        raise ValueError(f"the published protocol's data set uses the fixed seed {PUBLISHED_SEED}, got {seed}")
+    data = generate(seed, params["n_prompts"], params["n_tokens"], params["d"], params["target_hidden"], protocol)
     save_torch(path, data)
+    prefix = "/".join(streams(protocol))
     meta = {
         "experiment": "heads",
         "format_version": FORMAT_VERSION,
         "seed": seed,
+        "protocol": protocol,
         "params": {k: params[k] for k in ("n_prompts", "n_tokens", "d", "target_hidden")},
-        "streams": ["heads/X", "heads/target_head"],
+        "streams": [f"{prefix}/X", f"{prefix}/target_head"],
         "distribution": "X = 2 z - 1, z ~ N(0, 1); W_K, W_Q, W_V ~ N(0, 1)",
         "shapes": {k: list(v.shape) for k, v in data.items()},
         "sha256": sha256_file(path),

@@ -1,8 +1,20 @@
 """E1: attention emulating an attention head (heads sweep, prompt-length sweep, O(1/H) fit).
 
-Steps (each a Snakemake rule): ``data`` (one seed's data set), ``train`` (one
-setting (H, p), all seeds x K/Q/V as one ensemble), ``aggregate`` (tables),
-``fit`` (rate fits), ``figure`` (figures).
+Steps (each a Snakemake rule): ``data`` (one seed's data set, or the published
+protocol's one shared data set), ``train`` (one setting (protocol, H, p), all
+seeds x K/Q/V as one ensemble), ``aggregate`` (tables), ``fit`` (rate fits),
+``figure`` (figures).
+
+Two protocols (``heads.protocols``), each with its own headline quantity:
+
+* ``published``: the published code's protocol -- one data set and target head
+  shared by every seed (seeds vary init, split and data order), the code's
+  softmax axis (``reference_code``) and the mean of per-batch means. The
+  paper's numbers are comparable with these rows only. Runs the heads sweep
+  and the prompt-length sweep.
+* ``independent``: ours -- each seed draws its own data set and head, the
+  ``heads.target`` definition, the exact mean over test prompts. Runs the
+  heads sweep.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import torch
 from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.data import heads as hd
+from algo_emu.experiments.heads_settings import headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.io import read_json, seed_metrics_path, write_json
 from algo_emu.models.emulator import EnsembleEmulator
@@ -31,20 +44,11 @@ from algo_emu.train import Member, TrainConfig, timing_record, train_ensemble
 log = logging.getLogger("algo_emu.heads")
 
 ROLES = ("K", "Q", "V")
+METRICS = {"exact": "mse", "batchmean": "mse_batchmean"}  # metric name -> column of the runs table
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "target_hidden", "hidden", "epochs", "batch_size", "lr", "test_fraction")
-HEADS_COLUMNS = ["heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "paper_mse", "paper_std", "target"]
-P_COLUMNS = ["p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "target"]
-
-
-def settings(params: dict) -> list[tuple[int, int]]:
-    """All (H, p) settings of both sweeps, deduplicated (H=1, p=60 belongs to both)."""
-    out = [(H, params["p_heads_sweep"]) for H in params["heads_sweep"]]
-    out += [(params["heads_p_sweep"], p) for p in params["p_sweep"]]
-    return list(dict.fromkeys(out))
-
-
-def setting_name(H: int, p: int) -> str:
-    return f"H{H}_p{p}"
+_SUMMARY = ["mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "target_var_mean"]
+HEADS_COLUMNS = ["protocol", "target", "metric", "heads", "p", *_SUMMARY, "paper_mse", "paper_std"]
+P_COLUMNS = ["protocol", "target", "metric", "p", "heads", *_SUMMARY]
 
 
 # --------------------------------------------------------------------------- training
@@ -104,9 +108,11 @@ class HeadsTask:
             K, Q, V = hd.projections(X, self.heads_w[s]["K"], self.heads_w[s]["Q"], self.heads_w[s]["V"])
             Kp, Qp, Vp = (pred[e + j, ..., : self.d_outs[e + j]].to("cpu", torch.float64) for j in range(3))
             res = {"member_mse": {r: float((p - t).square().mean()) for r, p, t in zip(ROLES, (Kp, Qp, Vp), (K, Q, V))}}
-            res["mse_by_target"], res["mse_batchmean_by_target"] = {}, {}
+            res["mse_by_target"], res["mse_batchmean_by_target"], res["target_var_by_target"] = {}, {}, {}
             for target in hd.TARGETS:
-                err = (hd.head_output(Kp, Qp, Vp, target) - hd.head_output(K, Q, V, target)).square().mean(dim=(1, 2))
+                Y = hd.head_output(K, Q, V, target)
+                res["target_var_by_target"][target] = float(Y.var())  # what predicting one constant would score
+                err = (hd.head_output(Kp, Qp, Vp, target) - Y).square().mean(dim=(1, 2))
                 res["mse_by_target"][target] = float(err.mean())
                 batches = err.split(eval_batch_size)
                 res["mse_batchmean_by_target"][target] = float(sum(b.mean() for b in batches) / len(batches))
@@ -115,15 +121,29 @@ class HeadsTask:
 
 
 def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: list[str], out_dir: str | Path,
-                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
-    """Train one (H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``."""
+                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
+                  protocol: str = "independent") -> dict[int, dict]:
+    """Train one (protocol, H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``.
+
+    ``data_paths``: one data set per seed (independent) or the one shared data set (published)."""
     if threads:
         torch.set_num_threads(threads)
-    if len(seeds) != len(data_paths):
+    target, metric = headline(protocol, params)
+    if protocol == "published":
+        if len(data_paths) != 1:
+            raise ValueError(f"the published protocol shares one data set across seeds, got {len(data_paths)} data files")
+        meta = read_json(hd.sidecar(data_paths[0]))
+        if meta.get("protocol") != "published":
+            raise ValueError(f"{data_paths[0]}: not the published protocol's data set (protocol={meta.get('protocol')!r})")
+        data_paths = data_paths * len(seeds)
+    elif len(seeds) != len(data_paths):
         raise ValueError(f"{len(seeds)} seeds but {len(data_paths)} data files")
     device = resolve_device(device_spec)
     t0 = time.perf_counter()
-    datasets = {s: hd.load_dataset(path, params) for s, path in zip(seeds, data_paths)}
+    loaded: dict[str, dict] = {}
+    for path in dict.fromkeys(data_paths):
+        loaded[path] = hd.load_dataset(path, params)
+    datasets = {s: loaded[path] for s, path in zip(seeds, data_paths)}
     task = HeadsTask(datasets, params, device)
     model = EnsembleEmulator(
         [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
@@ -132,17 +152,19 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
     ).to(device)
     cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
                       checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False))
-    run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.resolved_attention(device)}
+    run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.resolved_attention(device),
+                                                       "protocol": protocol}
     fingerprint = config_hash(run_params | {"seeds": seeds})
 
     def on_epoch(epoch: int, m: torch.nn.Module) -> dict:
         every = params.get("eval_every", 0)
         if every and epoch % every == 0 and epoch < cfg.epochs:
             ev = task.evaluate(m, params["eval_batch_size"])
-            return {"test_mse": {str(s): ev[s]["mse_by_target"][params["target"]] for s in task.seeds}}
+            key = "mse_by_target" if metric == "exact" else "mse_batchmean_by_target"
+            return {"test_mse": {str(s): ev[s][key][target] for s in task.seeds}}
         return {}
 
-    log.info("setting H=%d p=%d: %d seeds x K/Q/V = %d members on %s", H, p, len(seeds), len(task.members), device)
+    log.info("setting %s H=%d p=%d: %d seeds x K/Q/V = %d members on %s", protocol, H, p, len(seeds), len(task.members), device)
     result = train_ensemble(model, task, cfg, checkpoint=checkpoint, fingerprint=fingerprint, on_epoch=on_epoch)
     evaluation = task.evaluate(model, params["eval_batch_size"])
     env = environment(device)
@@ -154,12 +176,16 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         history = [{"epoch": h["epoch"], "train_loss": {r: h["train_loss"][i] for r, i in zip(ROLES, idx)},
                     **({"test_mse": h["test_mse"][str(s)]} if "test_mse" in h else {})} for h in result.history]
         metrics = {
-            "experiment": "heads", "setting": {"heads": H, "p": p}, "seed": s,
-            "target": params["target"], "mse": ev["mse_by_target"][params["target"]],
+            "experiment": "heads", "protocol": protocol, "setting": {"heads": H, "p": p}, "seed": s,
+            "target": target, "metric": metric,
+            "mse": ev["mse_by_target" if metric == "exact" else "mse_batchmean_by_target"][target],
             "mse_by_target": ev["mse_by_target"], "mse_batchmean_by_target": ev["mse_batchmean_by_target"],
+            "target_var_by_target": ev["target_var_by_target"],
             "member_mse": ev["member_mse"], "history": history,
             "n_train": task.n_train, "n_test": int(task.X_test.shape[1]),
-            "params": run_params, "config_hash": config_hash(run_params), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
+            "params": run_params, "config_hash": config_hash(run_params),
+            # the keys every setting of the sweep shares: records with different values must not be mixed
+            "sweep_config_hash": config_hash({k: params[k] for k in TRAIN_KEYS}), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
             "ensemble": {"members": len(task.members), "seeds": seeds},
             "timing": timing_record(result, wall),
             "environment": env,
@@ -173,17 +199,20 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
 
 
 def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (setting, seed, target) from metrics.json files."""
+    """One row per (protocol, setting, seed, target) from metrics.json files."""
     rows = []
     for path in paths:
         m = read_json(path)
         for target, mse in m["mse_by_target"].items():
             rows.append({
+                "protocol": m.get("protocol", "independent"),
                 "heads": m["setting"]["heads"], "p": m["setting"]["p"], "seed": m["seed"], "target": target,
                 "mse": mse, "mse_batchmean": m["mse_batchmean_by_target"][target],
+                "target_var": m.get("target_var_by_target", {}).get(target, math.nan),
                 "mse_K": m["member_mse"]["K"], "mse_Q": m["member_mse"]["Q"], "mse_V": m["member_mse"]["V"],
                 "epochs": m["params"]["epochs"], "n_prompts": m["params"]["n_prompts"],
                 "device": m["environment"]["device"], "config_hash": m["config_hash"],
+                "sweep_config_hash": m.get("sweep_config_hash", m["config_hash"]),
             })
     if not rows:
         raise ValueError("no metrics files given")
@@ -194,64 +223,111 @@ def _target_order(primary: str) -> list[str]:
     return [primary] + [t for t in hd.TARGETS if t != primary]
 
 
-def heads_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
+def _missing(what: str, missing: list, allow_partial: bool) -> None:
+    if missing and not allow_partial:
+        raise ValueError(f"no runs for {what}: " + ", ".join(map(str, missing)))
+
+
+def _summary_rows(runs: pd.DataFrame, params: dict, protocol: str, key: str, values: list[int],
+                  fixed: dict, missing: list, with_paper: bool) -> list[dict]:
+    target0, metric = headline(protocol, params)
+    column = METRICS[metric]
     rows = []
-    for target in _target_order(params["target"]):
-        for H in params["heads_sweep"]:
-            sel = runs[(runs.heads == H) & (runs.p == params["p_heads_sweep"]) & (runs.target == target)]
+    for target in _target_order(target0):
+        for v in values:
+            sel = runs[(runs.protocol == protocol) & (runs[key] == v) & (runs.target == target)
+                       & (runs[list(fixed)] == pd.Series(fixed)).all(axis=1)]
             if sel.empty:
-                raise ValueError(f"no runs for H={H}, p={params['p_heads_sweep']}, target={target}")
-            pm, ps = paper_values.paper_heads(H)
-            rows.append({"heads": H, **summarise(sel.sort_values("seed").mse.to_numpy()),
-                         "paper_mse": pm, "paper_std": ps, "target": target})
-    return pd.DataFrame(rows, columns=HEADS_COLUMNS)
+                missing.append(f"{protocol} {key}={v} " + " ".join(f"{k}={x}" for k, x in fixed.items()) + f" target={target}")
+                continue
+            sel = sel.sort_values("seed")
+            row = {"protocol": protocol, "target": target, "metric": metric, key: v, **fixed,
+                   **summarise(sel[column].to_numpy()), "target_var_mean": float(sel.target_var.mean())}
+            if with_paper:
+                comparable = protocol == "published" and target == "reference_code"
+                pm, ps = paper_values.paper_heads(v) if comparable else (math.nan, math.nan)
+                row |= {"paper_mse": pm, "paper_std": ps}
+            rows.append(row)
+    return rows
 
 
-def prompt_length_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
-    rows = []
-    H = params["heads_p_sweep"]
-    for target in _target_order(params["target"]):
-        for p in params["p_sweep"]:
-            sel = runs[(runs.heads == H) & (runs.p == p) & (runs.target == target)]
-            if sel.empty:
-                raise ValueError(f"no runs for H={H}, p={p}, target={target}")
-            rows.append({"p": p, "heads": H, **summarise(sel.sort_values("seed").mse.to_numpy()), "target": target})
-    return pd.DataFrame(rows, columns=P_COLUMNS)
+def heads_table(runs: pd.DataFrame, params: dict, allow_partial: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    """Heads sweep per protocol and target; the paper's values only beside published/reference_code rows."""
+    rows, missing = [], []
+    for protocol in params["protocols"]:
+        rows += _summary_rows(runs, params, protocol, "heads", params["heads_sweep"], {"p": params["p_heads_sweep"]},
+                              missing, with_paper=True)
+    _missing("the heads sweep", missing, allow_partial)
+    return pd.DataFrame(rows, columns=HEADS_COLUMNS), missing
 
 
-def caption(params: dict, runs: pd.DataFrame, what: str) -> str:
+def prompt_length_table(runs: pd.DataFrame, params: dict, allow_partial: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    missing: list[str] = []
+    rows = _summary_rows(runs, params, p_sweep_protocol(params), "p", params["p_sweep"], {"heads": params["heads_p_sweep"]},
+                         missing, with_paper=False)
+    _missing("the prompt-length sweep", missing, allow_partial)
+    return pd.DataFrame(rows, columns=P_COLUMNS), missing
+
+
+def caption(params: dict, runs: pd.DataFrame, what: str, missing: list[str] | None = None) -> str:
     devices = ", ".join(sorted(runs.device.unique()))
-    return (f"{what}. Test MSE of the composed head on the held-out {params['test_fraction']:.0%} "
-            f"(mean, sample std and 95% bootstrap CI over seeds). Rows per target definition: `paper` = softmax over "
-            f"keys (the paper's definition), `reference_code` = softmax over queries (the published code); headline: "
-            f"`{params['target']}`. N={params['n_prompts']}, n={params['n_tokens']}, d={params['d']}, "
-            f"h={params['hidden']}, {params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. "
-            f"Device: {devices}. Paper values: {paper_values.HEADS_TABLE['source']}.")
+    hashes = sorted(runs.sweep_config_hash.unique())
+    text = (f"{what}. Test MSE of the composed head on the held-out {params['test_fraction']:.0%} "
+            f"(mean, sample std and 95% bootstrap CI over seeds). Protocol `published` (the published code's: one data "
+            f"set and target head for all seeds, softmax over queries = target `reference_code`, metric = mean of "
+            f"per-batch means of batch {params['eval_batch_size']}): the paper's values stand beside its "
+            f"`reference_code` rows only. Protocol `independent` (ours: a data set and head per seed, exact mean; "
+            f"headline target `{params['target']}`). Target `paper` = softmax over keys (the paper's definition). "
+            f"target_var_mean = variance of the target output Y (a model that predicts a constant scores about this). "
+            f"N={params['n_prompts']}, n={params['n_tokens']}, d={params['d']}, h={params['hidden']}, "
+            f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. Device: {devices}. "
+            f"Paper values: {paper_values.HEADS_TABLE['source']}.")
+    if missing:
+        text += f" PARTIAL: {len(missing)} rows missing ({'; '.join(missing)})."
+    if len(hashes) > 1:
+        text += f" MIXED: records of {len(hashes)} different configurations ({', '.join(hashes)})."
+    return text
 
 
-def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p_csv: str) -> None:
+def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p_csv: str,
+              allow_partial: bool = False) -> dict:
+    """Tables from per-seed records. ``allow_partial``: build from whatever settings exist and say which are missing
+    (a committed reference set); otherwise a missing setting is an error."""
     runs = load_runs(metrics)
+    hashes = sorted(runs.sweep_config_hash.unique())
+    if len(hashes) > 1 and not allow_partial:
+        raise ValueError(f"records of {len(hashes)} different configurations ({', '.join(hashes)}) would be mixed; "
+                         "rerun the stale settings or aggregate them separately")
+    table, missing_h = heads_table(runs, params, allow_partial)  # every check before the first write
+    ptable, missing_p = prompt_length_table(runs, params, allow_partial)
     from algo_emu.io import write_csv
 
-    write_csv(runs_csv, runs.sort_values(["heads", "p", "target", "seed"]))
-    write_table(heads_table(runs, params), heads_csv, caption(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}"),
+    write_csv(runs_csv, runs.sort_values(["protocol", "heads", "p", "target", "seed"]))
+    write_table(table, heads_csv, caption(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}", missing_h),
                 label="tab:heads")
-    write_table(prompt_length_table(runs, params), p_csv,
-                caption(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}"), label="tab:prompt-length")
+    write_table(ptable, p_csv, caption(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}", missing_p),
+                label="tab:prompt-length")
+    return {"missing": missing_h + missing_p, "config_hashes": hashes}
 
 
 def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
+    """Rate fits per protocol (its headline target and metric; both targets under ``by_target``) and of the paper."""
     runs = pd.read_csv(runs_csv)
-    require_columns(runs, ["heads", "p", "seed", "target", "mse"], runs_csv)
-    result = {"model": "MSE(H) = a + b/H (least squares on per-H means) and MSE ~ H^-alpha (log-log least squares)",
-              "headline_target": params["target"], "by_target": {}}
-    for target in _target_order(params["target"]):
-        sel = runs[(runs.p == params["p_heads_sweep"]) & (runs.target == target) & runs.heads.isin(params["heads_sweep"])]
-        per_seed = {int(H): g.sort_values("seed").mse.tolist() for H, g in sel.groupby("heads")}
-        if len(per_seed) < 2:
-            raise ValueError(f"{runs_csv}: need at least two H values to fit, have {sorted(per_seed)}")
-        result["by_target"][target] = fit_rates(per_seed, n_boot=n_boot)
-    result.update({k: result["by_target"][params["target"]][k] for k in ("a", "b", "a_ci", "b_ci", "alpha", "alpha_ci", "r2")})
+    require_columns(runs, ["protocol", "heads", "p", "seed", "target", "mse", "mse_batchmean"], runs_csv)
+    result = {"model": "MSE(H) = a + b/H (least squares on per-H means) and MSE ~ H^-alpha (log-log least squares)"}
+    for protocol in params["protocols"]:
+        target0, metric = headline(protocol, params)
+        entry = {"headline_target": target0, "metric": metric, "by_target": {}}
+        for target in _target_order(target0):
+            sel = runs[(runs.protocol == protocol) & (runs.p == params["p_heads_sweep"]) & (runs.target == target)
+                       & runs.heads.isin(params["heads_sweep"])]
+            per_seed = {int(H): g.sort_values("seed")[METRICS[metric]].tolist() for H, g in sel.groupby("heads")}
+            if len(per_seed) < 2:
+                entry["by_target"][target] = {"status": f"not enough settings: H = {sorted(per_seed)} (a fit needs two)"}
+            else:
+                entry["by_target"][target] = fit_rates(per_seed, n_boot=n_boot) | {"heads": sorted(per_seed)}
+        entry.update(entry["by_target"][target0])
+        result[protocol] = entry
     pv = paper_values.HEADS_TABLE
     result["paper"] = fit_rates_summary(pv["heads"], pv["mse"], pv["std"], pv["n_seeds"], n_boot=n_boot) | {"source": pv["source"]}
     write_json(out_json, result)
@@ -264,8 +340,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("data", help="generate one seed's data set and target head")
     p.add_argument("--params", type=json_arg, required=True)
     p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--protocol", choices=hd.PROTOCOLS, default="independent")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=lambda a: hd.write_dataset(a.out, a.seed, a.params) and 0)
+    p.set_defaults(func=lambda a: hd.write_dataset(a.out, a.seed, a.params, a.protocol) and 0)
 
     p = sub.add_parser("train", help="train one (H, p) setting, all seeds as one ensemble")
     p.add_argument("--params", type=json_arg, required=True)
@@ -277,8 +354,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int)
+    p.add_argument("--protocol", choices=hd.PROTOCOLS, default="independent")
     p.set_defaults(func=lambda a: train_setting(a.params, a.heads, a.p, a.seeds, a.data, a.out_dir, a.checkpoint,
-                                                a.device, a.threads) and 0)
+                                                a.device, a.threads, a.protocol) and 0)
 
     p = sub.add_parser("aggregate", help="tables from per-seed metrics")
     p.add_argument("--params", type=json_arg, required=True)
@@ -286,7 +364,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", required=True)
     p.add_argument("--heads-table", required=True)
     p.add_argument("--p-table", required=True)
-    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.heads_table, a.p_table))
+    p.add_argument("--allow-partial", action="store_true",
+                   help="build from the settings present and name the missing ones (committed reference sets)")
+    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.heads_table, a.p_table, a.allow_partial) and 0)
 
     p = sub.add_parser("fit", help="MSE(H) = a + b/H and power-law fits with bootstrap intervals")
     p.add_argument("--params", type=json_arg, required=True)

@@ -1,0 +1,45 @@
+"""E1's settings and headline quantities, importable without torch (the workflow parses this).
+
+Two protocols (``heads.protocols``), each with its own headline quantity:
+
+* ``published``: one data set and target head for all seeds, the code's softmax
+  axis (``reference_code``), the mean of per-batch means; heads sweep and
+  prompt-length sweep;
+* ``independent``: a data set and head per seed, ``heads.target``, the exact
+  mean; heads sweep.
+"""
+
+from __future__ import annotations
+
+PROTOCOLS = ("published", "independent")
+
+
+def headline(protocol: str, params: dict) -> tuple[str, str]:
+    """(target definition, metric) a protocol reports as its headline."""
+    if protocol == "published":
+        return "reference_code", "batchmean"  # the code's softmax axis, mean of per-batch means
+    if protocol == "independent":
+        return params["target"], "exact"
+    raise ValueError(f"heads.protocols: unknown protocol {protocol!r} (expected one of {PROTOCOLS})")
+
+
+def p_sweep_protocol(params: dict) -> str:
+    """The protocol the prompt-length sweep runs under: published when it is configured."""
+    return "published" if "published" in params["protocols"] else "independent"
+
+
+def settings(params: dict) -> list[tuple[str, int, int]]:
+    """All (protocol, H, p) settings, deduplicated (H=1, p=60 belongs to both sweeps).
+
+    published: the heads sweep and the prompt-length sweep; independent: the heads
+    sweep (and the prompt-length sweep only when published is not configured)."""
+    out = []
+    for protocol in params["protocols"]:
+        out += [(protocol, H, params["p_heads_sweep"]) for H in params["heads_sweep"]]
+        if protocol == p_sweep_protocol(params):
+            out += [(protocol, params["heads_p_sweep"], p) for p in params["p_sweep"]]
+    return list(dict.fromkeys(out))
+
+
+def setting_name(H: int, p: int) -> str:
+    return f"H{H}_p{p}"

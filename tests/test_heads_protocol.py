@@ -1,0 +1,103 @@
+"""E1 protocols: `published` (one data set and head for all seeds, the code's softmax axis, mean of per-batch
+means; the paper's numbers stand only beside it) and `independent` (ours); partial reference sets."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from algo_emu.data import heads as hd
+from algo_emu.experiments import heads as e1
+from algo_emu.experiments.heads_settings import settings
+
+
+@pytest.fixture
+def params(heads_params):
+    return heads_params | {"protocols": ["published", "independent"]}
+
+
+def test_settings_published_runs_both_sweeps_independent_the_heads_sweep(params):
+    got = settings(params)
+    assert got == [("published", 1, 7), ("published", 2, 7), ("published", 1, 4),
+                   ("independent", 1, 7), ("independent", 2, 7)]
+    assert settings(params | {"protocols": ["independent"]}) == [("independent", 1, 7), ("independent", 2, 7),
+                                                                ("independent", 1, 4)]
+
+
+def test_published_data_set_is_one_fixed_stream(params, tmp_path):
+    pub = hd.generate(0, 8, 4, 3, 6, protocol="published")
+    ind = hd.generate(0, 8, 4, 3, 6, protocol="independent")
+    assert not torch.equal(pub["X"], ind["X"]) and not torch.equal(pub["W_K"], ind["W_K"])
+    assert torch.equal(pub["X"], hd.generate(0, 8, 4, 3, 6, protocol="published")["X"])
+    meta = hd.write_dataset(tmp_path / "pub.pt", 0, params, protocol="published")
+    assert meta["protocol"] == "published" and meta["streams"] == ["heads/published/X", "heads/published/target_head"]
+    with pytest.raises(ValueError, match="fixed seed 0, got 3"):
+        hd.write_dataset(tmp_path / "bad.pt", 3, params, protocol="published")
+    with pytest.raises(ValueError, match="heads.protocols: unknown protocol 'paper'"):
+        hd.generate(0, 8, 4, 3, 6, protocol="paper")
+
+
+def _published_run(params, tmp_path, seeds=(0, 1), H=1, p=7):
+    path = tmp_path / "pub.pt"
+    if not path.exists():
+        hd.write_dataset(path, 0, params, protocol="published")
+    return e1.train_setting(params, H, p, list(seeds), [str(path)], tmp_path / f"pub_H{H}_p{p}", None, "cpu", 1,
+                            protocol="published")
+
+
+def test_published_protocol_shares_data_and_reports_the_codes_quantity(params, tmp_path):
+    out = _published_run(params, tmp_path)
+    a, b = out[0], out[1]
+    assert a["data_sha256"] == b["data_sha256"] and a["protocol"] == "published"
+    assert a["target"] == "reference_code" and a["metric"] == "batchmean"
+    assert a["mse"] == a["mse_batchmean_by_target"]["reference_code"]
+    assert a["mse"] != b["mse"]  # seeds vary init, split and data order
+    # both seeds evaluate the same head: Var(Y) differs only through the test split
+    assert a["target_var_by_target"]["paper"] > 0 and a["target_var_by_target"]["reference_code"] > 0
+    assert a["sweep_config_hash"] == b["sweep_config_hash"]
+
+
+def test_published_protocol_refuses_the_wrong_data(params, tmp_path):
+    ind = tmp_path / "seed0.pt"
+    hd.write_dataset(ind, 0, params)
+    with pytest.raises(ValueError, match="not the published protocol's data set"):
+        e1.train_setting(params, 1, 7, [0, 1], [str(ind)], tmp_path / "x", None, "cpu", 1, protocol="published")
+    with pytest.raises(ValueError, match="shares one data set across seeds, got 2 data files"):
+        e1.train_setting(params, 1, 7, [0, 1], [str(ind), str(ind)], tmp_path / "x", None, "cpu", 1,
+                         protocol="published")
+
+
+def test_tables_paper_values_only_beside_comparable_rows_and_partial_sets(params, tmp_path):
+    params = params | {"protocols": ["published"], "heads_sweep": [1, 2], "p_sweep": [7]}
+    _published_run(params, tmp_path, H=1)
+    metrics = sorted(str(p) for p in tmp_path.glob("pub_H*/seed*/metrics.json"))
+    out = tmp_path / "t"
+    args = (params, metrics, str(out / "runs.csv"), str(out / "heads.csv"), str(out / "p.csv"))
+    with pytest.raises(ValueError, match="no runs for the heads sweep: published heads=2 p=7 target=reference_code"):
+        e1.aggregate(*args)
+    assert not (out / "heads.csv").exists() and not (out / "runs.csv").exists()  # nothing half-written
+    info = e1.aggregate(*args, allow_partial=True)
+    assert info["missing"] == ["published heads=2 p=7 target=reference_code", "published heads=2 p=7 target=paper"]
+    table = pd.read_csv(out / "heads.csv")
+    assert table.heads.tolist() == [1, 1] and table.target.tolist() == ["reference_code", "paper"]
+    assert table.paper_mse.iloc[0] == 3.469 and pd.isna(table.paper_mse.iloc[1])
+    assert "PARTIAL: 2 rows missing" in (out / "heads.md").read_text()
+    fit = e1.fit(params, str(out / "runs.csv"), str(out / "fit.json"), n_boot=50)
+    assert fit["published"]["status"] == "not enough settings: H = [1] (a fit needs two)"
+
+
+def test_records_of_different_configurations_are_never_mixed(params, tmp_path):
+    params = params | {"protocols": ["published"], "heads_sweep": [1, 2], "p_sweep": [7]}
+    _published_run(params, tmp_path, seeds=(0,), H=1)
+    other = tmp_path / "other"
+    other.mkdir()
+    _published_run(params | {"epochs": 1}, other, seeds=(0,), H=2)
+    metrics = [str(p) for p in sorted(tmp_path.rglob("seed*/metrics.json"))]
+    out = tmp_path / "t"
+    with pytest.raises(ValueError, match="records of 2 different configurations"):
+        e1.aggregate(params, metrics, str(out / "runs.csv"), str(out / "h.csv"), str(out / "p.csv"))
+    assert not (out / "runs.csv").exists()
+    e1.aggregate(params, metrics, str(out / "runs.csv"), str(out / "h.csv"), str(out / "p.csv"), allow_partial=True)
+    assert "MIXED: records of 2 different configurations" in (out / "h.md").read_text()
+    assert json.loads(json.dumps(params))  # params stay JSON (the CLI passes them as one argument)
