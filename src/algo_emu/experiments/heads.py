@@ -334,6 +334,89 @@ def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
     return result
 
 
+def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -> dict:
+    """Tables, fit, figures and a Markdown report of a committed reference set (``<ref_dir>/heads/<protocol>/runs/``).
+
+    Builds from whatever settings are there and names the missing ones; records of different configurations
+    are reported as MIXED, never silently averaged together."""
+    from algo_emu.config import load_config
+    from algo_emu.io import write_text
+    from algo_emu.report import replication as rep
+
+    ref = Path(ref_dir)
+    config = load_config(config_path)
+    params = dict(config["heads"])
+    metrics = sorted(str(m) for m in ref.glob("heads/*/runs/H*_p*/seed*/metrics.json"))
+    if not metrics:
+        raise ValueError(f"{ref}: no per-seed records under heads/<protocol>/runs/")
+    runs = load_runs(metrics)
+    params["protocols"] = [pr for pr in params["protocols"] if pr in set(runs.protocol)]
+    tables, figures = ref / "tables", ref / "figures"
+    info = aggregate(params, metrics, str(tables / "heads_runs.csv"), str(tables / "heads_vs_mse.csv"),
+                     str(tables / "prompt_length_vs_mse.csv"), allow_partial=True)
+    fits = fit(params, str(tables / "heads_runs.csv"), str(tables / "heads_fit.json"))
+    from algo_emu.plots import heads as ph
+
+    ph.heads_figure(str(tables / "heads_vs_mse.csv"), str(tables / "heads_fit.json"), str(tables / "heads_runs.csv"),
+                    str(figures / "heads_vs_mse"))
+    ptable = pd.read_csv(tables / "prompt_length_vs_mse.csv")
+    if ptable.p.nunique() >= 2:
+        ph.prompt_length_figure(str(tables / "prompt_length_vs_mse.csv"), str(tables / "heads_runs.csv"),
+                                str(figures / "prompt_length_vs_mse"))
+    rows = rep.e1_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
+    frame = pd.DataFrame([{k: v for k, v in rep.asdict(r).items() if k in rep.COLUMNS} for r in rows], columns=rep.COLUMNS)
+    settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
+    wanted = settings(params)
+    missing = [st for st in wanted if st not in settings_done]
+    seeds = runs.groupby(["protocol", "heads", "p"]).seed.nunique()
+    first = read_json(metrics[0])
+    walls = {}
+    for path in metrics:
+        m = read_json(path)
+        walls.setdefault((m["protocol"], m["setting"]["heads"], m["setting"]["p"]), m["timing"])
+    lines = [f"# {title}", "",
+             "E1 (attention emulating an attention head) at the paper's scale, made on this project's machines and "
+             "committed as per-seed records; rebuild this page with "
+             f"`python -m algo_emu heads reference --dir {ref} --config {config_path}`.", "",
+             f"- config: `{config_path}` heads section, sweep config hash(es) {', '.join(info['config_hashes'])}",
+             f"- N = {params['n_prompts']}, n = {params['n_tokens']}, d = {params['d']}, h = {params['hidden']}, "
+             f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}",
+             f"- device: {', '.join(sorted(runs.device.unique()))}; torch {first['environment'].get('torch')}; "
+             f"commit {first['environment'].get('git_commit')}",
+             f"- settings present ({len(settings_done)}): " + ", ".join(
+                 f"{pr} H={h} p={p} ({seeds[(pr, h, p)]} seeds)" for pr, h, p in settings_done),
+             f"- settings MISSING ({len(missing)}): " + (", ".join(f"{pr} H={h} p={p}" for pr, h, p in missing) or "none"),
+             "", "Wall time per setting (all seeds as one ensemble; 2-core CPU shared with other work unless stated):", ""]
+    for (pr, h, p), t in sorted(walls.items()):
+        lines.append(f"- {pr} H={h} p={p}: {t.get('wall_seconds_job', float('nan')) / 60:.1f} min "
+                     f"({t.get('epochs_run_this_call', '?')} epochs this call, resumed from epoch "
+                     f"{t.get('resumed_from_epoch', 0)})")
+    table_md = (tables / "heads_vs_mse.md").read_text()
+    lines += ["", "## Did the emulators learn?", "",
+              "MSE of the composed head against Var(Y), the MSE of a constant predictor (`target_var_mean`):", ""]
+    for rec in pd.read_csv(tables / "heads_vs_mse.csv").to_dict("records"):
+        lines.append(f"- {rec['protocol']} H={rec['heads']} target={rec['target']}: MSE {rec['mse_mean']:.4g} vs "
+                     f"Var(Y) {rec['target_var_mean']:.4g} (ratio {rec['mse_mean'] / rec['target_var_mean']:.3g})")
+    lines += ["", "## The paper's numbers beside ours (verdict rules below)", "",
+              rep.render_markdown(frame, Path(config_path).name).split("\n## ", 1)[-1].split("\n", 1)[-1], "",
+              "## Fits", ""]
+    for key in ("published", "independent", "paper"):
+        f = fits.get(key)
+        if not f:
+            continue
+        if "a" in f:
+            lines.append(f"- {key}: MSE(H) = a + b/H with a = {f['a']:.4g} {f['a_ci']}, b = {f['b']:.4g} {f['b_ci']}, "
+                         f"R^2 = {f['r2']:.3f}; power law alpha = {f['alpha']:.3g} {f['alpha_ci']}")
+        else:
+            lines.append(f"- {key}: {f.get('status')}")
+    lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
+    if (figures / "prompt_length_vs_mse.png").exists():
+        lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
+    lines += ["## Verdict rules", "", rep.RULES]
+    write_text(ref / "README.md", "\n".join(lines) + "\n")
+    return {"missing": missing, "present": settings_done}
+
+
 def add_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="step", required=True)
 
@@ -373,6 +456,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", required=True)
     p.add_argument("--out", required=True)
     p.set_defaults(func=lambda a: fit(a.params, a.runs, a.out) and 0)
+
+    p = sub.add_parser("reference", help="tables, fit, figures and README.md of a committed reference set (partial sets named)")
+    p.add_argument("--dir", required=True, help="e.g. results/reference/paper-scale")
+    p.add_argument("--config", default="config/config.yaml")
+    p.add_argument("--title", default="E1 at the paper's scale: committed reference set")
+    p.set_defaults(func=lambda a: reference_report(a.dir, a.config, a.title) and 0)
 
     p = sub.add_parser("figure", help="heads or prompt-length figure from the tables")
     p.add_argument("--kind", choices=["heads", "prompt_length"], required=True)
