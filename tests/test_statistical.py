@@ -138,20 +138,52 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
     for mode in params["modes"]:
         for H in params["heads_sweep"]:
             model = tmp_path / "models" / f"{mode}_H{H}.pt"
-            _cli(["train", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(model),
-                  "--checkpoint", str(tmp_path / f"ckpt_{mode}_{H}.pt"), "--device", "cpu", "--threads", "1"])
+            blind = tmp_path / "models" / f"{mode}_H{H}_blind.pt"
+            for path, extra in ((model, []), (blind, ["--blind"])):
+                _cli(["train", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(path),
+                      "--device", "cpu", "--threads", "1", *extra])
             out = tmp_path / "runs" / f"{mode}_H{H}"
             _cli(["evaluate", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(model),
-                  "--out-dir", str(out), "--device", "cpu", "--threads", "1"])
+                  "--blind-model", str(blind), "--out-dir", str(out), "--device", "cpu", "--threads", "1"])
             metrics += [str(out / f"seed{s}" / "metrics.json") for s in (0, 1)]
     m = json.loads(open(metrics[0]).read())
     assert m["mode"] == "fitted" and m["headline"] == "emulation" and len(m["train_history"]) == 2
     assert set(m["errors"]["lasso"]) == {"emulation", "prediction", "algorithm"}
+    assert m["ablation_mse"]["lasso"]["none"] == m["mse"]["lasso"]
+    assert set(m["ablation_mse"]["lasso"]) == {"none", "other_prompt", "permuted", "random", "zeros", "other_algorithm",
+                                               "context_zeroed"}
+    assert m["blind"]["budget"] == m["budget"] and m["blind"]["frozen"]["bit_identical"] is True
+    assert m["blind"]["input"].endswith("d_in=4, no weights in the prompt")  # [x; y] of width d + 1 = 4
+    m_ref = json.loads(open(metrics[-1]).read())
+    assert "context_zeroed" not in m_ref["ablation_mse"]["ridge"] and "other_algorithm" in m_ref["ablation_mse"]["ridge"]
     tables = tmp_path / "tables"
-    _cli(["aggregate", "--params", cfg, "--metrics", *metrics, "--runs", str(tables / "runs.csv"),
-          "--table", str(tables / "statistical_emulation.csv")])
+    args = ["aggregate", "--params", cfg, "--metrics", *metrics, "--runs", str(tables / "runs.csv"),
+            "--table", str(tables / "statistical_emulation.csv"), "--ablation-table", str(tables / "abl.csv"),
+            "--ablation-runs", str(tables / "abl_runs.csv")]
+    _cli(args)
     tab = pd.read_csv(tables / "statistical_emulation.csv")
     assert list(tab.columns) == e3.COLUMNS and len(tab) == (4 + 3) * 2 and (tab.n_seeds == 2).all()
+    abl = pd.read_csv(tables / "abl.csv")
+    assert list(abl.columns) == ["experiment", "mode", "algorithm", "heads", "ablation", "mse_mean", "mse_std",
+                                 "mse_ci_low", "mse_ci_high", "n_seeds", "mse_over_blind"]
+    assert len(abl) == 4 * 2 * 8 + 3 * 2 * 7 and (abl.n_seeds == 2).all()
+    none = abl[abl.ablation == "none"].set_index(["mode", "algorithm", "heads"])
+    assert none.loc[list(zip(tab["mode"], tab.algorithm, tab.heads)), "mse_over_blind"].tolist() == pytest.approx(
+        tab.mse_over_blind.tolist(), rel=1e-12)
+    _cli(["ablation-figure", "--table", str(tables / "abl.csv"), "--runs", str(tables / "abl_runs.csv"),
+          "--out", str(tmp_path / "abl_fig")])
+    assert (tmp_path / "abl_fig.png").stat().st_size > 1000
+    # a metrics file whose baseline had another budget is refused, naming the key
+    bad = json.loads(open(metrics[0]).read())
+    bad["blind"]["budget"]["lr"] = 0.01
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match=r"bad.json: the weight-blind baseline's training budget differs from the "
+                                         r"model's: lr: model 0.001, baseline 0.01"):
+        _cli([a if a != metrics[0] else str(tmp_path / "bad.json") for a in args])
+    # the baseline given as the model to ablate (its prompt has no weights), and the reverse
+    with pytest.raises(ValueError, match="a weight-blind baseline \\(its prompt has no weights\\) was given as the model"):
+        e3.evaluate_setting(params, "fitted", 1, [0, 1], tmp_path / "models" / "fitted_H1_blind.pt", tmp_path / "x",
+                            "cpu", 1, blind_path=tmp_path / "models" / "fitted_H1.pt")
     ref = tab[tab["mode"] == "reference_code"].set_index(["algorithm", "heads"])
     pv = paper_values.STATISTICAL_HEADS
     assert ref.loc[("lasso", 2), "paper_mse"] == pv["lasso"]["mean"][1]

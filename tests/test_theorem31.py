@@ -85,15 +85,44 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     for p in params["p_sweep"]:
         _cli(["train", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"p{p}"),
               "--checkpoint", str(tmp_path / f"ckpt{p}.pt"), "--device", "cpu", "--threads", "1"])
+        _cli(["blind", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"blind{p}"),
+              "--device", "cpu", "--threads", "1"])
     metrics = [str(tmp_path / f"p{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
+    blind = [str(tmp_path / f"blind{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
     m = json.loads(open(metrics[1]).read())
     assert m["seed"] == 1 and m["setting"] == {"p": 4, "heads": 1} and sorted(m["by_f"]) == sorted(params["fs"])
     assert m["ensemble"]["members"] == 8 and len(m["by_f"]["tanh"]["train_loss"]) == 2
+    assert m["frozen"]["bit_identical"] is True
+    assert m["by_f"]["tanh"]["ablation_mse"]["none"] == m["by_f"]["tanh"]["mse"]
+    assert sorted(m["by_f"]["tanh"]["ablation_mse"]) == sorted(["none", "other_prompt", "permuted", "random", "zeros"])
+    mb = json.loads(open(blind[1]).read())
+    assert mb["weight_blind"] is True and mb["budget"] == m["budget"] and mb["data_sha256"] == m["data_sha256"]
     tables = tmp_path / "tables"
-    _cli(["aggregate", "--params", cfg, "--metrics", *metrics, "--runs", str(tables / "runs.csv"),
-          "--f-table", str(tables / "f_emulation.csv"), "--gd-table", str(tables / "f_gd_step.csv")])
+    args = ["aggregate", "--params", cfg, "--metrics", *metrics, "--blind-metrics", *blind,
+            "--runs", str(tables / "runs.csv"), "--f-table", str(tables / "f_emulation.csv"),
+            "--gd-table", str(tables / "f_gd_step.csv"), "--ablation-table", str(tables / "abl.csv"),
+            "--ablation-runs", str(tables / "abl_runs.csv")]
+    _cli(args)
     f_tab = pd.read_csv(tables / "f_emulation.csv")
     assert list(f_tab.columns) == e2.F_COLUMNS and len(f_tab) == 8 and (f_tab.n_seeds == 2).all()
+    abl = pd.read_csv(tables / "abl.csv")
+    assert list(abl.columns) == ["experiment", "mode", "f", "p", "heads", "ablation", "mse_mean", "mse_std",
+                                 "mse_ci_low", "mse_ci_high", "n_seeds", "mse_over_blind"]
+    assert len(abl) == 8 * 6 and (abl.n_seeds == 2).all()
+    none = abl[abl.ablation == "none"].set_index(["f", "p"])
+    assert none.loc[list(zip(f_tab.f, f_tab.p)), "mse_over_blind"].tolist() == pytest.approx(
+        f_tab.mse_over_blind.tolist(), rel=1e-12)
+    _cli(["ablation-figure", "--table", str(tables / "abl.csv"), "--runs", str(tables / "abl_runs.csv"),
+          "--out", str(tmp_path / "abl_fig")])
+    assert (tmp_path / "abl_fig.png").stat().st_size > 1000
+    # a baseline trained with another budget is refused, naming the key
+    bad = json.loads(open(blind[0]).read())
+    bad["budget"]["epochs"] = 3
+    bad_path = tmp_path / "bad_blind.json"
+    bad_path.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match=r"p=4, seed=0\): the weight-blind baseline's training budget differs "
+                                         r"from the model's: epochs: model 2, baseline 3"):
+        _cli([a if a != blind[0] else str(bad_path) for a in args])
     assert f_tab.f.tolist() == [f for f in params["fs"] for _ in params["p_sweep"]]
     assert (f_tab.rel_mse_mean > 0).all() and (f_tab.mse_ci_low <= f_tab.mse_ci_high).all()
     gd_tab = pd.read_csv(tables / "f_gd_step.csv")

@@ -64,7 +64,7 @@ from algo_emu.tables import summarise
 
 __all__ = [
     "NONE", "BLIND", "ABLATIONS", "BUDGET_KEYS", "ABLATION_COLUMNS",
-    "PromptLayout", "WeightBlindTask", "ablate", "ablated_inputs", "strip_weights", "replace_weights",
+    "PromptLayout", "WeightBlindTask", "require_weights", "prompt_weights", "ablate", "ablated_inputs", "strip_weights", "replace_weights",
     "cyclic_derangement", "budget", "check_budget", "mse", "ablation_rows", "ablation_table", "over_blind",
 ]
 
@@ -135,7 +135,8 @@ class PromptLayout:
                              f"({self.describe()}); expected (N, T, {self.d_in})")
 
 
-def _require_weights(layout: PromptLayout, what: str) -> None:
+def require_weights(layout: PromptLayout, what: str) -> None:
+    """Raise ValueError when ``layout`` has no weights: ``what`` (e.g. an ablation) needs them."""
     if not layout.has_weights:
         raise ValueError(f"{what} asked of a model whose prompt has no weights ({layout.describe()}); "
                          "prompt ablations need a model that was given weights in its input")
@@ -151,7 +152,7 @@ def _token_slice(layout: PromptLayout, T: int) -> slice:
 def prompt_weights(inputs: torch.Tensor, layout: PromptLayout) -> torch.Tensor:
     """(N, n_weights): the weights each prompt carries; every carrying token must hold the same vector."""
     layout.check(inputs)
-    _require_weights(layout, "reading the weights")
+    require_weights(layout, "reading the weights")
     tok = _token_slice(layout, inputs.shape[1])
     cols = layout.weight_columns
     w = inputs[:, tok][..., cols]                                      # (N, t, k)
@@ -163,7 +164,7 @@ def prompt_weights(inputs: torch.Tensor, layout: PromptLayout) -> torch.Tensor:
 def replace_weights(inputs: torch.Tensor, layout: PromptLayout, new: torch.Tensor) -> torch.Tensor:
     """A copy of ``inputs`` whose weight columns (in every carrying token) hold ``new`` (N, n_weights)."""
     layout.check(inputs)
-    _require_weights(layout, "replacing the weights")
+    require_weights(layout, "replacing the weights")
     N = inputs.shape[0]
     if tuple(new.shape) != (N, layout.n_weights):
         raise ValueError(f"{layout.name}: replacement weights of shape {tuple(new.shape)}, "
@@ -181,7 +182,7 @@ def strip_weights(inputs: torch.Tensor, layout: PromptLayout) -> torch.Tensor:
     """``inputs`` (..., d_in) without the weight columns: the weight-blind baseline's input."""
     if inputs.shape[-1] != layout.d_in:
         raise ValueError(f"inputs of width {inputs.shape[-1]} do not match the layout ({layout.describe()})")
-    _require_weights(layout, "a weight-blind baseline")
+    require_weights(layout, "a weight-blind baseline")
     drop = set(layout.weight_columns)
     keep = torch.tensor([c for c in range(layout.d_in) if c not in drop], device=inputs.device)
     return inputs.index_select(-1, keep)
@@ -205,7 +206,7 @@ def ablate(inputs: torch.Tensor, layout: PromptLayout, ablation: str, seed: int,
            donor: torch.Tensor | None = None) -> torch.Tensor:
     """One built-in ablation of ``inputs`` (N, T, d_in), or ``donor`` weights (N, n_weights) when given."""
     layout.check(inputs)
-    _require_weights(layout, f"ablation {ablation!r}")
+    require_weights(layout, f"ablation {ablation!r}")
     w = prompt_weights(inputs, layout).to(torch.float64)
     N, k = w.shape
     if donor is not None:
@@ -244,7 +245,7 @@ def ablated_inputs(inputs: torch.Tensor, layout: PromptLayout, seed: int, stream
     Names must be distinct and must not be ``none`` or ``weight_blind``.
     """
     layout.check(inputs)
-    _require_weights(layout, "prompt ablations")
+    require_weights(layout, "prompt ablations")
     donors, extra = dict(donors or {}), dict(extra or {})
     names = list(ablations) + list(donors) + list(extra)
     dup = sorted({x for x in names if names.count(x) > 1} | ({NONE, BLIND} & set(names)))
@@ -280,7 +281,7 @@ class WeightBlindTask:
     """
 
     def __init__(self, task, layout: PromptLayout) -> None:
-        _require_weights(layout, "a weight-blind baseline")
+        require_weights(layout, "a weight-blind baseline")
         self.task, self.layout = task, layout
         self.members = task.members
         self.n_train = task.n_train

@@ -1,11 +1,16 @@
 # E3: statistical algorithms from the prompt (Appendix C.1).
-# train (per mode and H: all seeds as one ensemble, saved frozen) -> evaluate (loads the frozen
-# model read-only, per algorithm on fresh data, proves the weights unchanged) -> aggregate -> figure.
+# train (per mode and H: all seeds as one ensemble, saved frozen) and train_blind (the weight-blind
+# baseline: same block, data and budget, tokens without the weights) -> evaluate (loads both read-only,
+# per algorithm on fresh data, the model also with its prompt's weights ablated; proves the weights
+# unchanged) -> aggregate (statistical_emulation, statistical_ablation) -> figures.
 
 STAT = config["statistical"]
 STAT_TABLES = expand("results/tables/statistical_emulation.{ext}", ext=["csv", "md", "tex"])
 STAT_FIGURES = expand("results/figures/statistical_heads.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(STAT_TABLES + ["results/tables/statistical_runs.csv"] + STAT_FIGURES)
+STAT_ABLATION = expand("results/tables/statistical_ablation.{ext}", ext=["csv", "md", "tex"])
+STAT_ABLATION_FIGURES = expand("results/figures/statistical_ablation.{ext}", ext=["pdf", "png"])
+ALL_OUTPUTS.extend(STAT_TABLES + ["results/tables/statistical_runs.csv"] + STAT_FIGURES + STAT_ABLATION
+                   + ["results/tables/statistical_ablation_runs.csv"] + STAT_ABLATION_FIGURES)
 # Each step gets only the keys it reads: adding an H or changing the evaluation set retrains nothing.
 STAT_TRAIN_CFG = as_json({k: v for k, v in STAT.items() if k not in ("modes", "heads_sweep", "eval_prompts", "eval_chunk")})
 STAT_EVAL_CFG = as_json({k: STAT[k] for k in ("n_context", "n_query", "d", "algorithms", "data_params", "eval_prompts", "eval_chunk")})
@@ -45,10 +50,37 @@ rule statistical_train:
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
+rule statistical_train_blind:
+    output:
+        model="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
+        sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
+    wildcard_constraints:
+        stat_mode="fitted|reference_code",
+    params:
+        cfg=STAT_TRAIN_CFG,
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/statistical/train_blind_{stat_mode}_H{heads}.log",
+    benchmark:
+        "results/benchmarks/statistical_train_blind_{stat_mode}_H{heads}.tsv"
+    threads: config["threads"]
+    resources:
+        # as statistical_train (the same prompts and budget; a narrower input layer)
+        mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
+        runtime=lambda wc: 30 + 10 * STAT["epochs"],
+    shell:
+        "{PY} -m algo_emu statistical train --blind --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
+        "--seeds {params.seeds} --model {output.model} --checkpoint results/statistical/checkpoints/{wildcards.stat_mode}_H{wildcards.heads}_blind.pt "
+        "--device {params.device} --threads {threads} > {log} 2>&1"
+
+
 rule statistical_evaluate:
     input:
         model="results/statistical/models/{stat_mode}_H{heads}.pt",
         sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
+        blind="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
+        blind_sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
     output:
         expand("results/statistical/runs/{{stat_mode}}_H{{heads}}/seed{seed}/metrics.json", seed=SEEDS),
     wildcard_constraints:
@@ -67,7 +99,8 @@ rule statistical_evaluate:
         runtime=30,
     shell:
         "{PY} -m algo_emu statistical evaluate --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --model {input.model} --out-dir results/statistical/runs/{wildcards.stat_mode}_H{wildcards.heads} "
+        "--seeds {params.seeds} --model {input.model} --blind-model {input.blind} "
+        "--out-dir results/statistical/runs/{wildcards.stat_mode}_H{wildcards.heads} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -77,13 +110,16 @@ rule statistical_aggregate:
     output:
         runs="results/tables/statistical_runs.csv",
         tables=STAT_TABLES,
+        ablation=STAT_ABLATION,
+        ablation_runs="results/tables/statistical_ablation_runs.csv",
     params:
         cfg=as_json(STAT),
     log:
         "logs/statistical/aggregate.log",
     shell:
         "{PY} -m algo_emu statistical aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
-        "--table results/tables/statistical_emulation.csv > {log} 2>&1"
+        "--table results/tables/statistical_emulation.csv --ablation-table results/tables/statistical_ablation.csv "
+        "--ablation-runs {output.ablation_runs} > {log} 2>&1"
 
 
 rule statistical_heads_figure:
@@ -99,7 +135,25 @@ rule statistical_heads_figure:
         "--out results/figures/statistical_heads > {log} 2>&1"
 
 
+rule statistical_ablation_figure:
+    input:
+        table="results/tables/statistical_ablation.csv",
+        runs="results/tables/statistical_ablation_runs.csv",
+    output:
+        STAT_ABLATION_FIGURES,
+    log:
+        "logs/statistical/ablation_figure.log",
+    shell:
+        "{PY} -m algo_emu statistical ablation-figure --table {input.table} --runs {input.runs} "
+        "--out results/figures/statistical_ablation > {log} 2>&1"
+
+
 # Named targets.
+rule statistical_ablation:
+    input:
+        STAT_ABLATION + STAT_ABLATION_FIGURES,
+
+
 rule statistical_table:
     input:
         STAT_TABLES,

@@ -1,17 +1,26 @@
 # E2: one softmax head emulating f(w^T x - y) x (Theorem 3.1) and the GD step built from it.
 # train (per p: all seeds x all f as one ensemble; data generated in the job, deterministic
-# in the seed) -> aggregate (tables f_emulation, f_gd_step) -> figure.
+# in the seed; then frozen and evaluated with w in the prompt ablated) and blind (the weight-blind
+# baseline of each p: same block, data and budget, tokens without w) -> aggregate (tables
+# f_emulation, f_gd_step, f_emulation_ablation) -> figures.
 
 T31 = config["theorem31"]
 T31_TABLES = expand("results/tables/{stem}.{ext}", stem=["f_emulation", "f_gd_step"], ext=["csv", "md", "tex"])
 T31_FIGURES = expand("results/figures/f_emulation.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(T31_TABLES + ["results/tables/theorem31_runs.csv"] + T31_FIGURES)
+T31_ABLATION = expand("results/tables/f_emulation_ablation.{ext}", ext=["csv", "md", "tex"])
+T31_ABLATION_FIGURES = expand("results/figures/f_emulation_ablation.{ext}", ext=["pdf", "png"])
+ALL_OUTPUTS.extend(T31_TABLES + ["results/tables/theorem31_runs.csv"] + T31_FIGURES + T31_ABLATION
+                   + ["results/tables/f_emulation_ablation_runs.csv"] + T31_ABLATION_FIGURES)
 # The training step does not read p_sweep: adding a p trains only the new p.
 T31_TRAIN_CFG = as_json({k: v for k, v in T31.items() if k != "p_sweep"})
 
 
 def theorem31_metrics(wildcards=None):
     return [f"results/theorem31/runs/p{p}/seed{s}/metrics.json" for p in T31["p_sweep"] for s in SEEDS]
+
+
+def theorem31_blind_metrics(wildcards=None):
+    return [f"results/theorem31/blind/p{p}/seed{s}/metrics.json" for p in T31["p_sweep"] for s in SEEDS]
 
 
 rule theorem31_train:
@@ -36,19 +45,46 @@ rule theorem31_train:
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
+rule theorem31_blind:
+    output:
+        expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+    params:
+        cfg=T31_TRAIN_CFG,
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+    log:
+        "logs/theorem31/blind_p{p}.log",
+    benchmark:
+        "results/benchmarks/theorem31_blind_p{p}.tsv"
+    threads: config["threads"]
+    resources:
+        # as theorem31_train (the same prompts and budget; a narrower input layer)
+        mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (2 * T31["d"] + 1) * 4 // 10**6 * 2,
+        runtime=lambda wc: 30 + 15 * T31["epochs"],
+    shell:
+        "{PY} -m algo_emu theorem31 blind --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
+        "--out-dir results/theorem31/blind/p{wildcards.p} --checkpoint results/theorem31/checkpoints/blind_p{wildcards.p}.pt "
+        "--device {params.device} --threads {threads} > {log} 2>&1"
+
+
 rule theorem31_aggregate:
     input:
-        theorem31_metrics,
+        metrics=theorem31_metrics,
+        blind=theorem31_blind_metrics,
     output:
         runs="results/tables/theorem31_runs.csv",
         tables=T31_TABLES,
+        ablation=T31_ABLATION,
+        ablation_runs="results/tables/f_emulation_ablation_runs.csv",
     params:
         cfg=as_json(T31),
     log:
         "logs/theorem31/aggregate.log",
     shell:
-        "{PY} -m algo_emu theorem31 aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
-        "--f-table results/tables/f_emulation.csv --gd-table results/tables/f_gd_step.csv > {log} 2>&1"
+        "{PY} -m algo_emu theorem31 aggregate --params {params.cfg} --metrics {input.metrics} "
+        "--blind-metrics {input.blind} --runs {output.runs} "
+        "--f-table results/tables/f_emulation.csv --gd-table results/tables/f_gd_step.csv "
+        "--ablation-table results/tables/f_emulation_ablation.csv --ablation-runs {output.ablation_runs} > {log} 2>&1"
 
 
 rule theorem31_figure:
@@ -65,7 +101,25 @@ rule theorem31_figure:
         "--out results/figures/f_emulation > {log} 2>&1"
 
 
+rule theorem31_ablation_figure:
+    input:
+        table="results/tables/f_emulation_ablation.csv",
+        runs="results/tables/f_emulation_ablation_runs.csv",
+    output:
+        T31_ABLATION_FIGURES,
+    log:
+        "logs/theorem31/ablation_figure.log",
+    shell:
+        "{PY} -m algo_emu theorem31 ablation-figure --table {input.table} --runs {input.runs} "
+        "--out results/figures/f_emulation_ablation > {log} 2>&1"
+
+
 # Named targets.
+rule f_emulation_ablation:
+    input:
+        T31_ABLATION + T31_ABLATION_FIGURES,
+
+
 rule f_emulation_table:
     input:
         T31_TABLES,

@@ -10,9 +10,15 @@ the block's output Linear(h -> d_out) followed by Linear(h -> 1) composes to one
 affine map, so the block with d_out = 1 is the same function class.
 
 Steps (each a Snakemake rule): ``train`` (one (mode, H): all seeds as one
-ensemble, writes the frozen model file), ``evaluate`` (loads it read-only,
-proves it unchanged, ``seed<k>/metrics.json``), ``aggregate`` (table),
-``figure``.
+ensemble, writes the frozen model file; with ``--blind`` the weight-blind
+baseline: the same block, data, data order and budget on tokens without the
+weights), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
+the model unablated and with the weights in its prompt ablated -- another
+prompt's, another algorithm's, permuted, random of the same norm, zeros, and
+in fitted mode the context's x and y zeroed -- and the baseline,
+``seed<k>/metrics.json``), ``aggregate`` (tables ``statistical_emulation``
+with ``mse_over_blind`` and ``statistical_ablation``), ``figure`` and
+``ablation-figure``. The ablations are those of :mod:`algo_emu.ablation`.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from algo_emu import ablation as ab
 from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.data import statistical as st
@@ -43,8 +50,14 @@ MODES = st.MODES
 TRAIN_KEYS = ("n_prompts", "n_context", "n_query", "d", "hidden", "p", "epochs", "batch_size", "lr")
 EVAL_KEYS = ("eval_prompts",)
 COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds",
-           "paper_mse", "paper_std", "mse_is", "emulation_mean", "emulation_std", "prediction_mean",
+           "mse_over_blind", "paper_mse", "paper_std", "mse_is", "emulation_mean", "emulation_std", "prediction_mean",
            "prediction_std", "alg_error_mean", "alg_error_std"]
+#: Setting columns of the ablation table (between experiment/mode and ablation).
+ABLATION_SETTING = ["algorithm", "heads"]
+#: Fitted mode's extra ablation: the context tokens' x and y zeroed (the weights and the queries kept).
+CONTEXT_ZEROED = "context_zeroed"
+#: Donor ablation: the weights another algorithm fitted on the same prompt (the next one of the mixture).
+OTHER_ALGORITHM = "other_algorithm"
 #: What ``mse`` means in each mode: the paper's loss (against the noisy y) for the published protocol,
 #: the emulation error (against the algorithm's own prediction) for the fitted mode.
 HEADLINE = {"reference_code": "prediction", "fitted": "emulation"}
@@ -67,6 +80,20 @@ def n_tokens(params: dict, mode: str) -> int:
 
 def d_in(params: dict, mode: str) -> int:
     return 2 * params["d"] + (2 if mode == "fitted" else 0)
+
+
+def layout(params: dict, mode: str) -> ab.PromptLayout:
+    """Where the weights are: fitted tokens [x; y; w_A; b_A] (blocks w_A and b_A), reference_code
+    tokens [x_i; w]; every token carries them."""
+    d = params["d"]
+    if mode == "fitted":
+        return ab.PromptLayout(f"{EXPERIMENT} fitted", 2 * d + 2, ((d + 1, 2 * d + 1), (2 * d + 1, 2 * d + 2)))
+    return ab.PromptLayout(f"{EXPERIMENT} reference_code", 2 * d, ((d, 2 * d),))
+
+
+def train_budget(params: dict, H: int) -> dict:
+    """What a model and its weight-blind baseline must share (:data:`algo_emu.ablation.BUDGET_KEYS`)."""
+    return ab.budget(params, heads=H)
 
 
 def eval_seed(seed: int) -> int:
@@ -112,10 +139,11 @@ class StatisticalTask:
         return self.inputs[self._rows, index], self.targets[self._rows, index]
 
 
-def model_meta(params: dict, mode: str, H: int, seeds: list[int]) -> dict:
+def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = False) -> dict:
+    width = layout(params, mode).blind().d_in if blind else d_in(params, mode)
     return {"experiment": EXPERIMENT, "mode": mode, "heads": H, "members": [[s, mode] for s in seeds],
-            "d_in": d_in(params, mode), "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
-            "total_tokens": params["p"], "attention": params.get("attention", "auto")}
+            "d_in": width, "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
+            "total_tokens": params["p"], "attention": params.get("attention", "auto"), "weight_blind": blind}
 
 
 def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> EnsembleEmulator:
@@ -127,16 +155,23 @@ def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> 
 
 
 def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path,
-                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None) -> dict:
-    """Train one (mode, H) for all seeds as one ensemble and save it frozen to ``model_path``."""
+                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
+                  blind: bool = False) -> dict:
+    """Train one (mode, H) for all seeds as one ensemble and save it frozen to ``model_path``.
+
+    ``blind``: the weight-blind baseline instead -- the same prompts, targets, data order and budget,
+    with the weight columns removed from every token (:class:`algo_emu.ablation.WeightBlindTask`),
+    initialised from its own stream.
+    """
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(device_spec)
     t0 = time.perf_counter()
     task = StatisticalTask(seeds, mode, params, device)
     t_data = time.perf_counter() - t0
-    meta = model_meta(params, mode, H, seeds)
-    model = build_model(meta, [torch_stream(s, EXPERIMENT, "init", mode) for s in seeds]).to(device)
+    meta = model_meta(params, mode, H, seeds, blind)
+    init = "init_blind" if blind else "init"
+    model = build_model(meta, [torch_stream(s, EXPERIMENT, init, mode) for s in seeds]).to(device)
     meta["attention"] = model.resolved_attention(next(model.parameters()).device)
     cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
                       checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False),
@@ -145,11 +180,15 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
                   "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
     if mode == "reference_code":
         run_params.pop("n_query")
+    if blind:
+        run_params["weight_blind"] = True
     fingerprint = config_hash(run_params | {"seeds": list(seeds)})
-    log.info("statistical %s H=%d: %d seeds on %s", mode, H, len(seeds), device)
-    result = train_ensemble(model, task, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
+    log.info("statistical %s H=%d%s: %d seeds on %s", mode, H, " weight-blind" if blind else "", len(seeds), device)
+    train_task = ab.WeightBlindTask(task, layout(params, mode)) if blind else task
+    result = train_ensemble(model, train_task, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
     extra = {
         "params": run_params, "config_hash": config_hash(run_params), "seeds": list(seeds),
+        "budget": train_budget(params, H), "layout": layout(params, mode).describe(),
         "data_sha256": {str(s): v for s, v in task.data_sha256.items()},
         "algorithm_counts": {str(s): v for s, v in task.algorithm_counts.items()},
         "history": {str(s): [h["train_loss"][i] for h in result.history] for i, s in enumerate(seeds)},
@@ -180,23 +219,73 @@ def _errors(pred: torch.Tensor, batch: dict, mode: str) -> dict[str, float]:
     return {"emulation": e["mse_clean"], "prediction": e["mse"], "algorithm": float((clean - y).square().mean())}
 
 
-def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int = 1000) -> dict:
-    """Per seed and algorithm, errors of the frozen ensemble on fresh data; records the parameter digests."""
+def eval_batches(params: dict, mode: str, seeds: list[int]) -> dict[str, list[dict]]:
+    """``{algorithm: [fresh prompts of each seed]}``; prompt i shares X, w*, noise and queries across algorithms."""
+    return {alg: [eval_data(params, mode, alg, s) for s in seeds] for alg in algorithms(params, mode)}
+
+
+def _predict(model: torch.nn.Module, x: torch.Tensor, chunk: int, m: int) -> torch.Tensor:
+    """The ensemble's read-out (E, N, T) -- the last m tokens in fitted mode -- for inputs (E, N, T, d_in)."""
     device = next(model.parameters()).device
+    pred = torch.cat([model(x[:, i:i + chunk].to(device)).cpu() for i in range(0, x.shape[1], chunk)], dim=1)[..., 0]
+    return pred[..., -m:] if m else pred
+
+
+def _ablation_variants(params: dict, mode: str, alg: str, seed: int, batches: dict, e: int) -> dict[str, torch.Tensor]:
+    """Seed ``seed``'s (member ``e``'s) prompts of ``alg`` with the weights ablated (:mod:`algo_emu.ablation`)."""
+    lay = layout(params, mode)
+    algs = list(batches)
+    donors, extra = {}, {}
+    if len(algs) > 1:  # the weights the next algorithm of the mixture fitted on the same prompt
+        other = algs[(algs.index(alg) + 1) % len(algs)]
+        donors[OTHER_ALGORITHM] = ab.prompt_weights(batches[other][e]["inputs"], lay)
+    if mode == "fitted":
+        n, d = params["n_context"], params["d"]
+
+        def context_zeroed(inputs: torch.Tensor, _gen: torch.Generator) -> torch.Tensor:
+            inputs[:, :n, :d + 1] = 0  # x and y of every context token; the weights and the queries stay
+            return inputs
+
+        extra[CONTEXT_ZEROED] = context_zeroed
+    return ab.ablated_inputs(batches[alg][e]["inputs"], lay, seed=seed, stream=(EXPERIMENT, mode, alg),
+                             donors=donors, extra=extra)
+
+
+def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int = 1000,
+                   batches: dict | None = None, ablations: bool = False, blind: bool = False) -> dict:
+    """Per seed and algorithm, errors of the frozen ensemble on fresh data; records the parameter digests.
+
+    ``batches``: from :func:`eval_batches` (generated here when None). ``ablations``: also the headline
+    error with the prompt's weights ablated (``ablation_mse[seed][alg][name]``, ``none`` = unablated).
+    ``blind``: the model is a weight-blind baseline; its inputs lose the weight columns.
+    """
     m = params["n_query"] if mode == "fitted" else 0
+    batches = batches if batches is not None else eval_batches(params, mode, seeds)
+    lay = layout(params, mode)
+    if ablations and blind:
+        ab.require_weights(lay.blind(), "prompt ablations")
     record: dict = {}
     out: dict = {s: {} for s in seeds}
+    abl: dict = {s: {} for s in seeds}
     with frozen(model, record):
         for alg in algorithms(params, mode):
-            batches = [eval_data(params, mode, alg, s) for s in seeds]
-            x = torch.stack([b["inputs"] for b in batches])           # (E, N_eval, T, d_in)
-            pred = torch.cat([model(x[:, i:i + chunk].to(device)).cpu() for i in range(0, x.shape[1], chunk)], dim=1)
-            pred = pred[..., 0]
-            if m:
-                pred = pred[..., -m:]
+            x = torch.stack([b["inputs"] for b in batches[alg]])      # (E, N_eval, T, d_in)
+            pred = _predict(model, ab.strip_weights(x, lay) if blind else x, chunk, m)
             for e, s in enumerate(seeds):
-                out[s][alg] = _errors(pred[e], batches[e], mode)
-    return {"errors": out, "frozen": record}
+                out[s][alg] = _errors(pred[e], batches[alg][e], mode)
+            if not ablations:
+                continue
+            variants = [_ablation_variants(params, mode, alg, s, batches, e) for e, s in enumerate(seeds)]
+            for e, s in enumerate(seeds):
+                abl[s][alg] = {ab.NONE: out[s][alg][HEADLINE[mode]]}
+            for name in variants[0]:
+                pred = _predict(model, torch.stack([v[name] for v in variants]), chunk, m)
+                for e, s in enumerate(seeds):
+                    abl[s][alg][name] = _errors(pred[e], batches[alg][e], mode)[HEADLINE[mode]]
+    result = {"errors": out, "frozen": record}
+    if ablations:
+        result["ablation_mse"] = abl
+    return result
 
 
 def _check_same_data(params: dict, trained: dict, mode: str, model_path) -> None:
@@ -209,27 +298,56 @@ def _check_same_data(params: dict, trained: dict, mode: str, model_path) -> None
         raise ValueError(f"{model_path}: trained with {there}, asked to evaluate with {here}; retrain it")
 
 
-def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path, out_dir: str | Path,
-                     device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
-    """Load the frozen model read-only, evaluate it, prove it unchanged; write ``out_dir/seed<k>/metrics.json``."""
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
-    file_before = sha256_file(model_path)
-    model, info = load_frozen(model_path, build_model, device)
+def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str | Path, device, batches: dict,
+                   blind: bool) -> tuple[dict, dict, dict]:
+    """Load one frozen model file read-only, evaluate it (with ablations unless ``blind``), prove it unchanged.
+
+    Returns (sidecar, evaluation, frozen record). A weight-blind file where the model is expected (or the
+    reverse) is an error naming the mismatch.
+    """
+    file_before = sha256_file(path)
+    model, info = load_frozen(path, build_model, device)
     members = [tuple(x) for x in info["meta"]["members"]]
     if members != [(s, mode) for s in seeds] or info["meta"]["heads"] != H or info["meta"]["mode"] != mode:
-        raise ValueError(f"{model_path}: holds members {members} (H={info['meta']['heads']}), "
+        raise ValueError(f"{path}: holds members {members} (H={info['meta']['heads']}), "
                          f"asked for mode={mode}, H={H}, seeds={seeds}")
-    _check_same_data(params, info["params"], mode, model_path)
-    result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", 1000))
-    file_after = sha256_file(model_path)
+    is_blind = bool(info["meta"].get("weight_blind", False))
+    if is_blind != blind:
+        raise ValueError(f"{path}: " + ("a weight-blind baseline (its prompt has no weights) was given as the model to "
+                                        "ablate" if is_blind else "a model with weights in its prompt was given as the "
+                                        "weight-blind baseline"))
+    _check_same_data(params, info["params"], mode, path)
+    result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", 1000), batches=batches,
+                            ablations=not blind, blind=blind)
+    file_after = sha256_file(path)
     frozen_info = result["frozen"] | {"file_sha256_before": file_before, "file_sha256_after": file_after,
                                       "file_unchanged": file_before == file_after,
                                       "matches_saved_digest": result["frozen"]["param_digest_before"] == info["param_digest"]}
     if not (frozen_info["bit_identical"] and frozen_info["file_unchanged"] and frozen_info["matches_saved_digest"]):
-        raise RuntimeError(f"{model_path}: the frozen model changed during evaluation: {frozen_info}")
+        raise RuntimeError(f"{path}: the frozen model changed during evaluation: {frozen_info}")
+    return info, result, frozen_info
+
+
+def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path, out_dir: str | Path,
+                     device_spec: str = "auto", threads: int | None = None,
+                     blind_path: str | Path | None = None) -> dict[int, dict]:
+    """Load the frozen model (and its weight-blind baseline, when given) read-only, evaluate both on the same
+    fresh prompts -- the model also with its prompt's weights ablated -- prove them unchanged; write
+    ``out_dir/seed<k>/metrics.json``. The baseline's budget must equal the model's."""
+    if threads:
+        torch.set_num_threads(threads)
+    device = resolve_device(device_spec)
+    t0 = time.perf_counter()
+    batches = eval_batches(params, mode, seeds)
+    info, result, frozen_info = _evaluate_file(params, mode, H, seeds, model_path, device, batches, blind=False)
+    blind = None
+    if blind_path is not None:
+        b_info, b_result, b_frozen = _evaluate_file(params, mode, H, seeds, blind_path, device, batches, blind=True)
+        try:
+            ab.check_budget(info.get("budget", {}), b_info.get("budget", {}))
+        except ValueError as exc:
+            raise ValueError(f"{blind_path} vs {model_path}: {exc}") from None
+        blind = (b_info, b_result, b_frozen)
     env = environment(device)
     wall = time.perf_counter() - t0
     eval_params = {k: params[k] for k in EVAL_KEYS}
@@ -245,7 +363,17 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
             "model_file": str(model_path), "frozen": frozen_info,
             "timing": {"train": info["timing"], "eval_wall_seconds_job": wall},
             "environment": {"train": info["environment"], "eval": env},
+            "budget": info.get("budget"), "layout": layout(params, mode).describe(),
+            "ablation_mse": result["ablation_mse"][s],
         }
+        if blind is not None:
+            b_info, b_result, b_frozen = blind
+            metrics["blind"] = {
+                "model_file": str(blind_path), "input": layout(params, mode).blind().describe(),
+                "errors": b_result["errors"][s], "mse": {a: e[HEADLINE[mode]] for a, e in b_result["errors"][s].items()},
+                "budget": b_info["budget"], "train_history": b_info["history"][str(s)], "frozen": b_frozen,
+                "train_timing": b_info["timing"],
+            }
         write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
     return out
@@ -268,9 +396,28 @@ def load_runs(paths: list[str]) -> pd.DataFrame:
                 "epochs": mt["params"]["epochs"], "n_prompts": mt["params"]["n_prompts"],
                 "bit_identical": mt["frozen"]["bit_identical"], "device": mt["environment"]["train"]["device"],
                 "train_seconds": mt["timing"]["train"]["train_seconds_this_call"], "config_hash": mt["config_hash"],
+                "blind_mse": mt["blind"]["mse"][alg] if "blind" in mt else float("nan"),
             })
     if not rows:
         raise ValueError("no metrics files given")
+    return pd.DataFrame(rows)
+
+
+def ablation_rows(paths: list[str]) -> pd.DataFrame:
+    """Tidy rows (experiment, mode, algorithm, heads, seed, ablation, mse): the frozen model unablated
+    (``none``) and ablated, and the weight-blind baseline (``weight_blind``), on the same fresh prompts."""
+    rows = []
+    for path in paths:
+        mt = read_json(path)
+        if "blind" not in mt or "ablation_mse" not in mt:
+            raise ValueError(f"{path}: no weight-blind baseline or ablations (evaluate with --blind-model)")
+        try:
+            ab.check_budget(mt["budget"] or {}, mt["blind"]["budget"])
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        for alg, mses in mt["ablation_mse"].items():
+            rows += ab.ablation_rows(EXPERIMENT, mt["mode"], {"algorithm": alg, "heads": mt["setting"]["heads"]},
+                                     mt["seed"], {**mses, ab.BLIND: mt["blind"]["mse"][alg]})
     return pd.DataFrame(rows)
 
 
@@ -292,7 +439,11 @@ def emulation_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
                 if sel.empty:
                     raise ValueError(f"no runs for mode={mode}, algorithm={alg}, H={H}")
                 pm, ps = paper_value(mode, alg, H)
-                row = {"mode": mode, "algorithm": alg, "heads": H, **summarise(sel.mse.to_numpy()),
+                if sel.blind_mse.isna().any():
+                    raise ValueError(f"mode={mode}, algorithm={alg}, H={H}: a run has no weight-blind baseline")
+                mse = summarise(sel.mse.to_numpy())
+                row = {"mode": mode, "algorithm": alg, "heads": H, **mse,
+                       "mse_over_blind": mse["mse_mean"] / float(sel.blind_mse.mean()),
                        "paper_mse": pm, "paper_std": ps, "mse_is": HEADLINE[mode]}
                 for k in ("emulation", "prediction", "alg_error"):
                     s = summarise(sel[k].to_numpy(), prefix=k)
@@ -308,19 +459,47 @@ def caption(params: dict, runs: pd.DataFrame) -> str:
             "CI over seeds; each seed a full independent run). mse = the headline named by mse_is: reference_code mode, "
             "the paper's loss against the noisy y; fitted mode, the emulation error against the algorithm's own "
             "prediction at the query. emulation / prediction / alg_error: model vs the algorithm's prediction, model vs "
-            "noisy y, the algorithm itself vs noisy y. "
+            "noisy y, the algorithm itself vs noisy y. mse_over_blind = mse_mean / the mean mse of the weight-blind "
+            "baseline (the same block, data, data order and budget, trained on tokens without the weights). What the "
+            "model is asked to do: the algorithm is run outside the model and its weights are written into every "
+            "token, so in both modes the model's task is to compute x^T w (+ b) from weights in the prompt; rows of "
+            "different algorithms differ in the weights' distribution, not in a procedure the model runs. Whether the "
+            "model uses the weights, and in fitted mode the context (x, y of the labelled examples), is what "
+            "statistical_ablation measures. "
             f"N={params['n_prompts']}, n={params['n_context']} context (+{params['n_query']} query in fitted mode), "
             f"d={params['d']}, h={params['hidden']}, p={params['p']}, {params['epochs']} epochs, batch "
             f"{params['batch_size']}, Adam lr {params['lr']}. Device: {devices}. "
             f"Paper values (reference_code rows): {paper_values.STATISTICAL_HEADS['source']}.")
 
 
-def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str) -> None:
+def ablation_caption(params: dict, runs: pd.DataFrame) -> str:
+    devices = ", ".join(sorted(runs.device.unique()))
+    return ("Statistical algorithms (Appendix C.1), prompt ablations: each frozen model (parameters bit-identical "
+            "before and after) on the same fresh prompts with the weights in every token replaced by another "
+            "prompt's (other_prompt), those the next algorithm of the mixture fitted on the same context "
+            "(other_algorithm), the same weights permuted (permuted), a standard normal vector of the same norm "
+            "(random) or zeros (zeros); fitted mode also with the context tokens' x and y zeroed (context_zeroed; "
+            "weights and queries kept). The target is always the original prompt's (mse as in statistical_emulation: "
+            "fitted, vs the algorithm's prediction; reference_code, vs the noisy y). none = unablated; weight_blind "
+            "= the baseline trained without the weights. mse_over_blind = mse_mean / the baseline's mse_mean. "
+            "An ablated MSE close to none means that part of the prompt is not used; context_zeroed close to none "
+            "means the model computes x_q^T w from the weights and does not use the labelled examples. "
+            f"N={params['n_prompts']}, {params['epochs']} epochs, h={params['hidden']}, p={params['p']}, "
+            f"{params['eval_prompts']} evaluation prompts per algorithm and seed. Device: {devices}.")
+
+
+def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, ablation_csv: str | None = None,
+              ablation_runs_csv: str | None = None) -> None:
     runs = load_runs(metrics)
     if not runs.bit_identical.all():
         raise ValueError("a run's frozen model changed during evaluation")
+    tidy = ablation_rows(metrics)  # checks every baseline's budget against its model's
     write_csv(runs_csv, runs.sort_values(["mode", "heads", "algorithm", "seed"]))
     write_table(emulation_table(runs, params), table_csv, caption(params, runs), label="tab:statistical")
+    if ablation_csv:
+        write_csv(ablation_runs_csv, tidy)
+        write_table(ab.ablation_table(tidy, ABLATION_SETTING), ablation_csv, ablation_caption(params, runs),
+                    label="tab:statistical-ablation")
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -335,8 +514,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int)
+    p.add_argument("--blind", action="store_true",
+                   help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)")
     p.set_defaults(func=lambda a: train_setting(a.params, a.mode, a.heads, a.seeds, a.model, a.checkpoint,
-                                                a.device, a.threads) and 0)
+                                                a.device, a.threads, blind=a.blind) and 0)
 
     p = sub.add_parser("evaluate", help="load a frozen model read-only and evaluate it per algorithm")
     p.add_argument("--params", type=json_arg, required=True)
@@ -344,18 +525,27 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=int, required=True)
     p.add_argument("--seeds", type=int, nargs="+", required=True)
     p.add_argument("--model", required=True)
+    p.add_argument("--blind-model", required=True, help="the weight-blind baseline of the same (mode, H)")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int)
     p.set_defaults(func=lambda a: evaluate_setting(a.params, a.mode, a.heads, a.seeds, a.model, a.out_dir,
-                                                   a.device, a.threads) and 0)
+                                                   a.device, a.threads, blind_path=a.blind_model) and 0)
 
     p = sub.add_parser("aggregate", help="statistical_emulation table from per-seed metrics")
     p.add_argument("--params", type=json_arg, required=True)
     p.add_argument("--metrics", nargs="+", required=True)
     p.add_argument("--runs", required=True)
     p.add_argument("--table", required=True)
-    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.table))
+    p.add_argument("--ablation-table", required=True)
+    p.add_argument("--ablation-runs", required=True)
+    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.table, a.ablation_table, a.ablation_runs))
+
+    p = sub.add_parser("ablation-figure", help="ablated MSE relative to the weight-blind baseline, per mode and algorithm")
+    p.add_argument("--table", required=True)
+    p.add_argument("--runs", required=True)
+    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
+    p.set_defaults(func=_ablation_figure)
 
     p = sub.add_parser("figure", help="loss vs heads, panels Lasso / Ridge / Linear, with the paper's values")
     p.add_argument("--table", required=True)
@@ -368,4 +558,12 @@ def _figure(a: argparse.Namespace) -> int:
     from algo_emu.plots import statistical as ps
 
     ps.statistical_heads_figure(a.table, a.runs, a.out)
+    return 0
+
+
+def _ablation_figure(a: argparse.Namespace) -> int:
+    from algo_emu.plots import ablation as pa
+
+    pa.ablation_figure(a.table, a.runs, a.out, panel=["mode", "algorithm"], hue="heads",
+                       title="Appendix C.1: frozen model with the weights in its prompt ablated")
     return 0
