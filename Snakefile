@@ -21,6 +21,7 @@ include: "workflow/rules/ames.smk"
 include: "workflow/rules/constructions.smk"
 include: "workflow/rules/theorem31.smk"
 include: "workflow/rules/statistical.smk"
+include: "workflow/rules/essay.smk"
 
 
 # Small, quick rules run on the submitting machine, not as cluster jobs (each
@@ -42,6 +43,10 @@ localrules:
     ames_aggregate,
     ames_plot,
     construction_figure,
+    essay_equivalences,
+    essay_aggregate,
+    essay_icl_figure,
+    essay_equivalences_figure,
 
 
 rule all:

@@ -19,6 +19,7 @@ EXPERIMENTS = {
     "constructions": "algo_emu.experiments.constructions",
     "theorem31": "algo_emu.experiments.theorem31",
     "statistical": "algo_emu.experiments.statistical",
+    "essay": "algo_emu.experiments.essay",
 }
 
 
