@@ -35,6 +35,7 @@ from algo_emu.constructions import (
     template_program,
 )
 from algo_emu.constructions import studies
+from algo_emu.constructions.grid import aliasing_error, end_error_bound, end_margin
 from algo_emu.rng import torch_stream
 
 F64 = torch.float64
@@ -122,7 +123,7 @@ def test_stated_head_bound_holds(head_interp):
     assert torch.all(res["max_abs"] <= res["bound"])  # the bound includes a float64 rounding allowance
     assert torch.all(res["bound"] < 1e-7)  # worst-case rounding model: loose (measured ~1e-14)
     g = Grid.symmetric(8.0, 30)
-    coarse = Interpreter(Capacity(4, 8, 4), g, g.beta_for(0.2))
+    coarse = Interpreter(Capacity(4, 8, 4), g, g.beta_for(0.2), end_tol=None)  # measure the end error, not refuse
     res = studies.head_errors(coarse, X, WK, WQ, WV, 1.0)
     assert torch.all(res["max_abs"] > 1e-6)  # a real error, and the bound covers it
     assert torch.all(res["max_abs"] <= res["bound"])
@@ -134,12 +135,12 @@ def test_error_falls_monotonically_with_beta_in_the_truncation_regime():
     g = Grid.symmetric(8.0, 100)
     mses = []
     for bd in [0.002, 0.005, 0.01, 0.02, 0.05]:
-        it = Interpreter(Capacity(4, 8, 4), g, g.beta_for(bd))
+        it = Interpreter(Capacity(4, 8, 4), g, g.beta_for(bd), end_tol=None)  # the truncation regime, on purpose
         mses.append(float(studies.head_errors(it, X, WK, WQ, WV, 1.0)["mse"].mean()))
     assert all(b < a / 10 for a, b in zip(mses, mses[1:])), mses
     assert mses[-1] < 1e-20 and mses[0] > 1e-3
     # beyond beta D^2 ~ 1 the softmax rounds to the grid and the error rises again
-    it = Interpreter(Capacity(4, 8, 4), g, g.beta_for(4.0))
+    it = Interpreter(Capacity(4, 8, 4), g, g.beta_for(4.0), end_tol=None)
     assert float(studies.head_errors(it, X, WK, WQ, WV, 1.0)["mse"].mean()) > 1e-7
 
 
@@ -175,6 +176,32 @@ def test_one_module_runs_many_heads_and_its_weights_do_not_change(head_interp):
     # a second module with the same constants is the same module (weights independent of any head)
     other = Interpreter(head_interp.cap, head_interp.grid, head_interp.beta)
     assert all(torch.equal(other.state_dict()[k], after[k]) for k in after)
+
+
+def test_output_follows_the_weights_in_the_prompt(head_interp):
+    """Data of head A with the weights of head B in the prompt gives head B's output, not A's."""
+    XA, WKA, WQA, WVA = heads(20)
+    XB, WKB, WQB, WVB = heads(21)
+    n = XA.shape[2]
+    pa = compile_prompt(head_interp, head_program(XA, WKA, WQA, WVA, 1.0))
+    pb = compile_prompt(head_interp, head_program(XB, WKB, WQB, WVB, 1.0))
+    spliced = pa.E.clone()
+    spliced[:, :, n:] = pb.E[:, :, n:]  # A's data tokens, B's grid tokens (the weights block)
+    # the weights live only on the grid tokens: the splice IS the prompt of (X_A, weights of B)
+    assert torch.equal(spliced, compile_prompt(head_interp, head_program(XA, WKB, WQB, WVB, 1.0)).E)
+    out = pa.decode(head_interp(spliced))
+    ref_b = attention_head(XA, WKB, WQB, WVB, 1.0)
+    ref_a = attention_head(XA, WKA, WQA, WVA, 1.0)
+    err_b = (out - ref_b).abs().amax(dim=(1, 2))
+    bound = studies.head_errors(head_interp, XA, WKB, WQB, WVB, 1.0)["bound"]  # the construction's stated bound
+    assert torch.all(err_b <= bound) and torch.all(bound < 1e-7)
+    assert float(err_b.max()) < 1e-13  # measured: float64 rounding (about 3e-15)
+    assert float((out - ref_a).abs().amax(dim=(1, 2)).min()) > 1.0  # far from A's own output (measured 1.9-3.3)
+    assert float((ref_b - ref_a).abs().mean()) > 0.5  # the two heads really differ on the same data
+    # and the other way round, through the same module object
+    back = pb.E.clone()
+    back[:, :, n:] = pa.E[:, :, n:]
+    assert float((pb.decode(head_interp(back)) - attention_head(XB, WKA, WQA, WVA, 1.0)).abs().max()) < 1e-13
 
 
 def test_library_one_module_all_algorithms(library):
@@ -305,6 +332,86 @@ def test_bad_prompts_raise_clear_errors(head_interp):
         head_program(X, WK[:, :, :3], WQ, WV)
 
 
+# ------------------------------------------------------------------------------------ grid ends
+def test_end_margin_numbers_and_error_outside_it():
+    g = Grid.symmetric(8.0, 100)  # the E5 default grid, beta D^2 = 0.5
+    beta = g.beta_for(0.5)
+    m = end_margin(g, beta, 1e-12)
+    assert abs(m - 1.62378) < 1e-5, m  # 10.05 D
+    # the bound falls like exp(-beta m^2 / 2) / sqrt(2 pi beta): the closed form agrees
+    assert abs(m - math.sqrt(2.0 * math.log(1.0 / (1e-12 * math.sqrt(2.0 * math.pi * beta))) / beta)) < 1e-9
+    assert float(end_error_bound(np.array([g.hi - m]), g, beta)[0]) <= 1e-12 * (1 + 1e-9)
+    # inside [lo + m, hi - m] the measured error is below the tolerance (rounding only, ~3e-14) ...
+    s = np.linspace(g.lo + m, g.hi - m, 4001)
+    assert np.abs(soft_readout(s, g, beta) - s).max() < 1e-13
+    # ... and outside it grows fast: measured 4.8e-9 at hi - 0.75 m, 3.3e-5 at hi - m/2, 9.4e-3 at 0.95 R, 0.136 at R
+    for x, lo, hi in [(g.hi - 0.75 * m, 1e-9, 1e-8), (g.hi - 0.5 * m, 1e-5, 1e-4), (7.6, 5e-3, 2e-2), (8.0, 0.1, 0.2)]:
+        err = abs(float(soft_readout(np.array([x]), g, beta)[0]) - x)
+        assert lo < err < hi, (x, err)
+        assert err <= float(end_error_bound(np.array([x]), g, beta)[0])  # the end bound covers it
+    g2 = Grid.symmetric(16.0, 321)  # the library grid: D = 0.1, margin about 10 D as well
+    assert abs(end_margin(g2, g2.beta_for(0.5), 1e-12) - 0.99511) < 1e-5
+    # a grid too coarse for the tolerance: the margin covers it all (P = 20 on [-8, 8] at beta D^2 = 0.5)
+    g3 = Grid.symmetric(8.0, 20)
+    assert end_margin(g3, g3.beta_for(0.5), 1e-12) == 8.0
+    with pytest.raises(ValueError, match="tol must be positive"):
+        end_margin(g, beta, 0.0)
+
+
+def _one_value_head(v):
+    """A head whose value slot V[0] reads out exactly v on data token 3 (every other read-out value small)."""
+    X = torch.zeros(1, 4, 6, dtype=F64)
+    X[0, 0, :] = 0.1 * torch.arange(6, dtype=F64)
+    X[0, 0, 3] = 1.0
+    WK = 0.5 * torch.ones(1, 8, 4, dtype=F64)
+    WQ = 0.25 * torch.ones(1, 8, 4, dtype=F64)
+    WV = torch.zeros(1, 4, 4, dtype=F64)
+    WV[0, 0, 0] = v
+    return X, WK, WQ, WV
+
+
+def test_values_near_the_grid_ends_are_refused(head_interp):
+    assert head_interp.end_tol == 1e-12 and abs(head_interp.end_margin - 1.62378) < 1e-5
+    X, WK, WQ, WV = _one_value_head(6.3)  # inside [-6.376, 6.376]: accepted and read out to rounding
+    out = run(head_interp, head_program(X, WK, WQ, WV, 1.0))
+    assert float((out - attention_head(X, WK, WQ, WV, 1.0)).abs().max()) < 1e-13
+    for v in (7.6, 8.0, -6.5):  # inside the grid range, within the margin of an end
+        X, WK, WQ, WV = _one_value_head(v)
+        msg = (rf"slot V\[0\] reads out u\^T x = {v:g} on data token 3, within the end margin 1.624 of the grid "
+               r"\[-8, 8\] \(accepted: \[-6.37622, 6.37622\]\); there the read-out error can exceed "
+               r"constructions.end_tol = 1e-12")
+        with pytest.raises(ValueError, match=msg):
+            run(head_interp, head_program(X, WK, WQ, WV, 1.0))
+    X, WK, WQ, WV = _one_value_head(8.5)
+    with pytest.raises(ValueError, match=r"u\^T x = 8.5 on data token 3, outside the grid range \[-8, 8\]"):
+        run(head_interp, head_program(X, WK, WQ, WV, 1.0))
+    # without end_tol the same module reads 7.6 with the end error (measured 9.4e-3 on this slot), and flags it
+    free = Interpreter(head_interp.cap, head_interp.grid, head_interp.beta, end_tol=None)
+    X, WK, WQ, WV = _one_value_head(7.6)
+    prompt = compile_prompt(free, head_program(X, WK, WQ, WV, 1.0))
+    _, Z = free(prompt.E, return_hidden=True)
+    v0 = free.cap.S - free.cap.dv  # slot V[0]
+    assert 5e-3 < abs(float(Z[0, v0, 3]) - 7.6) < 2e-2
+    near = free.near_end(prompt.E, 1e-12)
+    assert bool(near[0, v0, 3]) and int(near.sum()) == 1
+    res = studies.head_errors(free, X, WK, WQ, WV, 1.0, end_tol=1e-12)
+    assert float(res["end_flagged"][0]) == pytest.approx(1.0 / (20 * 6))  # 1 of 20 slots x 6 tokens
+    # a grid on which no value meets the tolerance is refused when the module is built
+    g = Grid.symmetric(8.0, 20)
+    with pytest.raises(ValueError, match=r"margin covers the whole grid.*constructions.end_tol"):
+        Interpreter(Capacity(4, 8, 4), g, g.beta_for(0.5))
+
+
+def test_aliasing_numbers_stated_in_the_docs():
+    # (4 pi / (beta D^2)) q / (1 - 2 q), q = exp(-2 pi^2 / (beta D^2)), in units of D (docs/constructions.md, section 1)
+    for bd, val in [(0.5, 1.8e-16), (1.0, 3.4e-8), (2.0, 3.3e-4), (4.0, 2.3e-2)]:
+        q = math.exp(-2.0 * math.pi**2 / bd)
+        assert aliasing_error(bd) == pytest.approx(4.0 * math.pi / bd * q / (1.0 - 2.0 * q), rel=1e-3)
+        assert aliasing_error(bd) == pytest.approx(val, rel=0.02), bd
+    docs = (REPO / "docs/constructions.md").read_text()
+    assert "1.8e-16 D" in docs and "3.4e-8 D" in docs and "3.3e-4 D" in docs
+
+
 def test_template_bad_inputs_raise(library):
     _, interp = library
     X, y, w0 = studies.draw_regression(8, "bad", 12, 4, 1, 0.1, 0.5, 0.5, "real")
@@ -366,10 +473,14 @@ def test_cli_study_library_multistep_and_figures(tmp_path):
             assert list(table["beta_d2"].round(6)) == [0.01, 0.5, 4.0]
             mse = table["mse_mean"].to_numpy()
             assert mse[1] < 1e-25 and mse[0] > 1e-12 and mse[2] > 1e-8
+            # at beta D^2 = 0.01 the end margin (1e-12) covers the whole grid: every value flagged; none at 0.5 or 4
+            assert list(table["end_flagged_mean"]) == [1.0, 0.0, 0.0]
+            assert table["end_margin"].iloc[0] == 8.0 and 1.6 < table["end_margin"].iloc[1] < 1.65
             assert (table["n_seeds"] == 2).all()
         if kind == "library":
             assert set(table["algorithm"]) == {"attention_head", "gd_logistic"}
             assert table["module_sha256"].nunique() == 1
+            assert (table["end_tol"] == 1e-12).all() and (table["end_margin"] > 2.0).all()  # P = 161: 2.02
         if kind == "multistep":
             assert (table["within_inf"] == 1.0).all()
 

@@ -125,36 +125,24 @@ def make_table(F: Callable[[np.ndarray], np.ndarray] | None, grid: Grid, beta: f
     return np.linalg.solve(_node_matrix(grid, beta), target)
 
 
-def readout_bound(s: np.ndarray, grid: Grid, beta: float, dot_abs: np.ndarray | None = None,
-                  dot_len: int = 1) -> np.ndarray:
-    """Bound on ``|soft_readout(s) - s|`` for the sampled identity table, ``s`` in ``[lo, hi]``.
-
-    Let ``Z_inf`` be the weight sum over the infinite extension of the grid and
-    ``e_inf`` its mean error (Poisson bound above).  The finite read-out is
-    ``(e_inf Z_inf - A_out) / (Z_inf - Z_out)`` where ``Z_out``/``A_out`` are the weight
-    and first-moment sums of the missing nodes; both tails are bounded by integrals
-    of the Gaussian (plus the maximum of ``y exp(-beta y**2/2)`` when the tail starts
-    before its mode).  This part is exact arithmetic.
-
-    With ``dot_abs`` (``sum_i |u_i x_i|`` for each ``s = u^T x``, same shape as ``s``) and
-    ``dot_len`` (the length of that dot product) a float64 rounding allowance is added,
-    from the standard error bounds ``|fl(a.b) - a.b| <= k eps sum |a_i b_i|``: every score
-    ``beta (L_j s - L_j^2/2)`` is off by at most ``delta = (dot_len + 4) eps beta (Lmax dot_abs + Lmax^2/2)``,
-    which moves the read-out by at most ``(exp(2 delta) - 1) Lmax``, and the weighted sum of
-    ``P`` table values adds ``(P + 4) eps Lmax`` (``Lmax = max(|lo|, |hi|)``).
-    """
-    s = np.asarray(s, dtype=np.float64)
-    if np.any(s < grid.lo) or np.any(s > grid.hi):
-        raise ValueError(f"readout_bound: values outside the grid [{grid.lo}, {grid.hi}]")
+def _poisson_terms(grid: Grid, beta: float):
+    """``(e_inf, z_lo)`` of the infinite-grid extension (aliasing bound on its mean error, lower bound of its
+    weight sum), or None where the Poisson series gives no bound (``beta D**2`` above 25.13)."""
     D = grid.D
     q = math.exp(-2.0 * math.pi**2 / (beta * D * D))
     m = np.arange(1, 50)
     qm = q ** (m.astype(np.float64) ** 2)
     theta_lo = 1.0 - 2.0 * qm.sum()
     if theta_lo <= 0:
-        return np.full(s.shape, grid.hi - grid.lo)
+        return None
     e_inf = (4.0 * math.pi / (beta * D)) * float((m * qm).sum()) / theta_lo
     z_lo = math.sqrt(2.0 * math.pi / beta) / D * theta_lo  # lower bound of Z_inf
+    return e_inf, z_lo
+
+
+def _tail_sums(s: np.ndarray, grid: Grid, beta: float):
+    """Bounds ``(z_out, a_out)`` on the weight and first-moment sums of the nodes missing beyond both ends."""
+    D = grid.D
 
     def tails(delta):
         # missing nodes at distances delta + k D, k >= 1; sums bounded by (1/D) * integral from delta
@@ -165,7 +153,40 @@ def readout_bound(s: np.ndarray, grid: Grid, beta: float, dot_abs: np.ndarray | 
 
     z1, a1 = tails(s - grid.lo)
     z2, a2 = tails(grid.hi - s)
-    z_out, a_out = z1 + z2, a1 + a2
+    return z1 + z2, a1 + a2
+
+
+def _check_inside(s: np.ndarray, grid: Grid, who: str) -> None:
+    if np.any(s < grid.lo) or np.any(s > grid.hi):
+        raise ValueError(f"{who}: values outside the grid [{grid.lo}, {grid.hi}]")
+
+
+def readout_bound(s: np.ndarray, grid: Grid, beta: float, dot_abs: np.ndarray | None = None,
+                  dot_len: int = 1) -> np.ndarray:
+    """Bound on ``|soft_readout(s) - s|`` for the sampled identity table, ``s`` in ``[lo, hi]``.
+
+    Let ``Z_inf`` be the weight sum over the infinite extension of the grid and
+    ``e_inf`` its mean error (Poisson bound above).  The finite read-out is
+    ``(e_inf Z_inf - A_out) / (Z_inf - Z_out)`` where ``Z_out``/``A_out`` are the weight
+    and first-moment sums of the missing nodes; both tails are bounded by integrals
+    of the Gaussian (plus the maximum of ``y exp(-beta y**2/2)`` when the tail starts
+    before its mode).  This part is exact arithmetic; it equals ``e_inf`` plus
+    :func:`end_error_bound`.
+
+    With ``dot_abs`` (``sum_i |u_i x_i|`` for each ``s = u^T x``, same shape as ``s``) and
+    ``dot_len`` (the length of that dot product) a float64 rounding allowance is added,
+    from the standard error bounds ``|fl(a.b) - a.b| <= k eps sum |a_i b_i|``: every score
+    ``beta (L_j s - L_j^2/2)`` is off by at most ``delta = (dot_len + 4) eps beta (Lmax dot_abs + Lmax^2/2)``,
+    which moves the read-out by at most ``(exp(2 delta) - 1) Lmax``, and the weighted sum of
+    ``P`` table values adds ``(P + 4) eps Lmax`` (``Lmax = max(|lo|, |hi|)``).
+    """
+    s = np.asarray(s, dtype=np.float64)
+    _check_inside(s, grid, "readout_bound")
+    terms = _poisson_terms(grid, beta)
+    if terms is None:
+        return np.full(s.shape, grid.hi - grid.lo)
+    e_inf, z_lo = terms
+    z_out, a_out = _tail_sums(s, grid, beta)
     ok = z_out < z_lo
     bound = np.where(ok, (e_inf * z_lo + a_out) / np.where(ok, z_lo - z_out, 1.0), grid.hi - grid.lo)
     if dot_abs is not None:
@@ -174,6 +195,68 @@ def readout_bound(s: np.ndarray, grid: Grid, beta: float, dot_abs: np.ndarray | 
         delta = (dot_len + 4) * eps * beta * (lmax * np.asarray(dot_abs, dtype=np.float64) + 0.5 * lmax**2)
         bound = bound + np.expm1(2.0 * delta) * lmax + (grid.P + 4) * eps * lmax
     return np.minimum(bound, grid.hi - grid.lo)
+
+
+def end_error_bound(s: np.ndarray, grid: Grid, beta: float) -> np.ndarray:
+    """Bound on the part of the read-out error that the grid's ends cause (exact arithmetic).
+
+    The finite read-out minus the infinite-grid one is ``(e_inf Z_out - A_out) / (Z_inf - Z_out)``
+    (notation of :func:`readout_bound`), so its size is at most
+    ``(e_inf z_out + a_out) / (z_lo - z_out)``: the missing Gaussian mass beyond ``L_1`` and ``L_P``.
+    It does not contain the interior (aliasing) error ``e_inf``, which every value has.  Infinite
+    where no bound is available (``beta D**2`` above 25.13, or a grid narrower than the Gaussian).
+    """
+    s = np.asarray(s, dtype=np.float64)
+    _check_inside(s, grid, "end_error_bound")
+    terms = _poisson_terms(grid, beta)
+    if terms is None:
+        return np.full(s.shape, np.inf)
+    e_inf, z_lo = terms
+    z_out, a_out = _tail_sums(s, grid, beta)
+    ok = z_out < z_lo
+    return np.where(ok, (e_inf * z_out + a_out) / np.where(ok, z_lo - z_out, 1.0), np.inf)
+
+
+def end_margin(grid: Grid, beta: float, tol: float, samples: int = 4096) -> float:
+    """Distance from the ends inside which the read-out is refused or flagged at tolerance ``tol``.
+
+    The smallest ``m`` such that :func:`end_error_bound` is at most ``tol`` for every value at
+    distance ``>= m`` from both ends of the grid (the worst value at a given distance from the
+    nearer end is on the grid's symmetric axis, so ``s = hi - delta`` is scanned).  The bound
+    falls like ``exp(-beta delta**2 / 2) / sqrt(2 pi beta)``, so roughly
+    ``m ~= sqrt(2 ln(1 / (tol sqrt(2 pi beta))) / beta)``, i.e. ``m / D ~= sqrt(2 ln(...) / (beta D**2))``.
+    Returns the half-width ``(hi - lo) / 2`` when no value of the grid meets ``tol``.
+    """
+    if not (math.isfinite(tol) and tol > 0):
+        raise ValueError(f"end_margin: tol must be positive and finite, got {tol!r}")
+    half = 0.5 * (grid.hi - grid.lo)
+    delta = np.linspace(0.0, half, samples + 1)
+    bad = end_error_bound(grid.hi - delta, grid, beta) > tol
+    if not bad.any():
+        return 0.0
+    i = int(np.nonzero(bad)[0][-1])
+    if i == samples:
+        return half
+    lo, hi = float(delta[i]), float(delta[i + 1])  # bound > tol at lo, <= tol at hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if end_error_bound(np.array(grid.hi - mid), grid, beta) > tol:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def aliasing_error(beta_d2: float) -> float:
+    """Poisson bound on the mean error of the discrete Gaussian on an infinite even grid, in units of D.
+
+    ``(4 pi / (beta D**2)) sum_m m q**(m**2) / (1 - 2 sum_m q**(m**2))`` with ``q = exp(-2 pi**2 / (beta D**2))``
+    (leading term ``(4 pi / (beta D**2)) q / (1 - 2 q)``): 1.8e-16 at ``beta D**2 = 0.5``, 3.4e-8 at 1,
+    3.3e-4 at 2 (docs/constructions.md).  Infinite where the series gives no bound.
+    """
+    g = Grid(0.0, 1.0, 2)  # D = 1
+    terms = _poisson_terms(g, float(beta_d2))
+    return float("inf") if terms is None else terms[0]
 
 
 def _erfc(x):

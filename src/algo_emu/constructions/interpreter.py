@@ -40,7 +40,8 @@ softmax over keys (the paper's column-wise definition).
 The module's constants (grid ``lo, hi, P``, read-out ``beta``, masks) are fixed at
 construction.  :meth:`Interpreter.check_prompt` rejects malformed prompts with a
 ``ValueError`` that names the problem (wrong width, broken grid block, a value to
-be read out that lies outside the grid, ...).
+be read out that lies outside the grid, or so close to an end that the missing
+Gaussian mass makes its read-out error exceed ``end_tol``, ...).
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from algo_emu.constructions.grid import Grid
+from algo_emu.constructions.grid import Grid, end_margin
 
 DTYPE = torch.float64
+DEFAULT_END_TOL = 1e-12  # the schema's default of constructions.end_tol
+END_TOL_KEY = "constructions.end_tol"
 
 
 @dataclass(frozen=True)
@@ -111,20 +114,49 @@ class Interpreter:
     capacity: data width ``d_in``, score slots ``h`` and value slots ``dv`` of the programs it accepts.
     grid: the read-out grid (its ``lo, hi, P``); prompts must carry exactly ``P`` grid tokens.
     beta: inverse temperature of the read-out heads (use ``grid.beta_for(0.5)`` for ``beta D**2 = 0.5``).
+    end_tol: tolerance on the read-out error that the ends of the grid cause (:func:`.grid.end_error_bound`).
+        Prompts with a value ``u^T x~`` within :attr:`end_margin` of an end are refused; a grid on which no
+        value meets it is refused at construction.  ``None`` accepts every value inside ``[lo, hi]`` (the
+        error studies, which measure that error, use it and flag such values with :meth:`near_end`).
+        Not part of the module: its weights do not depend on it.
     """
 
     M1 = 1.0e6  # data tokens' key offset in the read-out heads
     M2 = 1.0e6  # grid tokens' key offset in layer 2 (via the mask head)
     GAMMA = 1.0e3  # type-routing gap of the mask head (exp(-1000) == 0 in float64)
 
-    def __init__(self, capacity: Capacity, grid: Grid, beta: float):
+    def __init__(self, capacity: Capacity, grid: Grid, beta: float, end_tol: float | None = DEFAULT_END_TOL):
         if not (np.isfinite(beta) and beta > 0):
             raise ValueError(f"interpreter: beta must be positive and finite, got {beta!r}")
         self.cap = capacity
         self.grid = grid
         self.beta = float(beta)
+        self.end_tol = None if end_tol is None else float(end_tol)
+        self.end_margin = None if end_tol is None else self.margin_for(self.end_tol)
+        if self.end_margin is not None and self.end_margin >= 0.5 * (grid.hi - grid.lo):
+            raise ValueError(
+                f"interpreter: no value on the grid [{grid.lo:g}, {grid.hi:g}] (P = {grid.P}, beta D^2 = "
+                f"{self.beta * grid.D**2:.4g}) has a read-out end error below {END_TOL_KEY} = {self.end_tol:g}: the "
+                f"margin covers the whole grid; widen the grid, add grid tokens, choose beta D^2 near 0.5 (no bound "
+                f"is stated above 25.1) or relax {END_TOL_KEY}"
+            )
         self.layout = Layout(capacity)
         self._build()
+
+    def margin_for(self, tol: float) -> float:
+        """Distance from each end of the grid inside which the end error bound exceeds ``tol`` (:func:`.grid.end_margin`)."""
+        return end_margin(self.grid, self.beta, tol)
+
+    def near_end(self, E: torch.Tensor, tol: float | None = None) -> torch.Tensor:
+        """Which values ``u_r^T x~_t`` lie within the end margin for ``tol`` (default ``end_tol``): ``(B, S, N)``
+        booleans, False on grid tokens.  Such values are read out with an error the stated tolerance does not cover."""
+        tol = self.end_tol if tol is None else tol
+        if tol is None:
+            raise ValueError(f"near_end: this interpreter has no end_tol; pass tol ({END_TOL_KEY})")
+        m = self.margin_for(tol) if tol != self.end_tol else self.end_margin
+        s = self.readout_values(E)
+        data = (E if E.dim() == 3 else E[None])[:, self.layout.GRID, :] == 0
+        return ((s < self.grid.lo + m) | (s > self.grid.hi - m)) & data[:, None, :]
 
     # ------------------------------------------------------------------ weights
     def _build(self) -> None:
@@ -291,7 +323,9 @@ class Interpreter:
         the same ``u_r`` on every grid token, ``(j' u_r, u_r)`` as in Definition 4.2, zero data
         features), zero weight rows on data tokens, every value to be read out inside
         ``[lo, hi]`` (outside, the read-out would silently return a value near the end of the
-        grid), and table values small enough for the layer-2 mask.
+        grid) and, with ``end_tol`` set, at least :attr:`end_margin` from both ends (closer, the
+        missing Gaussian mass beyond the end makes the error exceed ``end_tol``), and table values
+        small enough for the layer-2 mask.
         """
         lay, cap, g = self.layout, self.cap, self.grid
         if not isinstance(E, torch.Tensor):
@@ -352,6 +386,18 @@ class Interpreter:
                 f"prompt {b}: slot {self.slot_name(r)} reads out u^T x = {float(s[b, r, t]):.6g} on data token {t}, "
                 f"outside the grid range [{g.lo:g}, {g.hi:g}]; widen the grid or rescale the program"
             )
+        if self.end_margin is not None:
+            m = self.end_margin
+            near = (s < g.lo + m) | (s > g.hi - m)
+            if torch.any(near):
+                b, r, t = map(int, torch.nonzero(near)[0])
+                v = float(s[b, r, t])
+                raise ValueError(
+                    f"prompt {b}: slot {self.slot_name(r)} reads out u^T x = {v:.6g} on data token {t}, within the "
+                    f"end margin {m:.4g} of the grid [{g.lo:g}, {g.hi:g}] (accepted: [{g.lo + m:.6g}, {g.hi - m:.6g}]); "
+                    f"there the read-out error can exceed {END_TOL_KEY} = {self.end_tol:g}. Widen the grid, rescale "
+                    f"the program or relax {END_TOL_KEY}"
+                )
         # layer-1 outputs are convex combinations of table values, so every layer-2 score
         # K_j^T Q_i lies within h * tmax**2 of 0; the grid keys' -M2 must win by > 800.
         tmax = float(G[..., lay.T : lay.T + S].abs().max())

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from algo_emu.constructions.grid import Grid, readout_bound
-from algo_emu.constructions.interpreter import DTYPE, Capacity, Interpreter
+from algo_emu.constructions.interpreter import DEFAULT_END_TOL, DTYPE, Capacity, Interpreter
 from algo_emu.constructions.programs import (
     attention_head,
     compile_prompt,
@@ -57,6 +57,7 @@ DEFAULTS: dict = {
     "P": 100,
     "beta_d2": 0.5,
     "table": "auto",
+    "end_tol": DEFAULT_END_TOL,
     "instances": 16,
     "beta_study": {"beta_d2": [0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0]},
     "p_study": {"P": [10, 15, 20, 30, 40, 60, 80, 100, 150, 200, 300, 400], "beta_d2": [0.5, 2.0, 8.0], "beta": [4.0]},
@@ -121,9 +122,14 @@ def draw_heads(seed: int, n: int, d: int, h: int, count: int, x_scale: float = 1
     return X, WK, WQ, WV
 
 
-def head_errors(interp: Interpreter, X, WK, WQ, WV, target_beta: float, table: str = "auto") -> dict[str, torch.Tensor]:
+def head_errors(interp: Interpreter, X, WK, WQ, WV, target_beta: float, table: str = "auto",
+                end_tol: float | None = None) -> dict[str, torch.Tensor]:
     """Per-instance errors of the emulated head: output MSE and max error, read-out (K, Q, V) MSE,
-    the largest |u^T x| read out, and the stated bound on the max error (sampled identity tables)."""
+    the largest |u^T x| read out, and the stated bound on the max error (sampled identity tables).
+
+    With ``end_tol``, also ``end_flagged``: the fraction of the instance's read-out values that lie
+    within the end margin for ``end_tol`` (:meth:`Interpreter.near_end`), i.e. whose error that
+    tolerance does not cover.  An interpreter with its own ``end_tol`` refuses such prompts instead."""
     prog = head_program(X, WK, WQ, WV, target_beta)
     prompt = compile_prompt(interp, prog, table)
     Y, Z = interp(prompt.E, return_hidden=True)
@@ -143,6 +149,8 @@ def head_errors(interp: Interpreter, X, WK, WQ, WV, target_beta: float, table: s
         "max_abs_s": exact.abs().amax(dim=(1, 2)),
         "target_ms": (ref**2).mean(dim=(1, 2)),
     }
+    if end_tol is not None:
+        res["end_flagged"] = interp.near_end(prompt.E, end_tol)[:, slots, :n].to(DTYPE).mean(dim=(1, 2))
     if table in ("auto", "sample"):
         # stated bound: read-out bound per scalar (incl. float64 rounding), then the softmax perturbation
         Xa = X.abs()
@@ -163,7 +171,8 @@ def head_errors(interp: Interpreter, X, WK, WQ, WV, target_beta: float, table: s
 
 
 def _head_interp(d: int, h: int, grid: Grid, beta: float) -> Interpreter:
-    return Interpreter(Capacity(d, h, d), grid, beta)
+    # end_tol=None: the studies measure the error near the ends too; head_errors flags those values
+    return Interpreter(Capacity(d, h, d), grid, beta, end_tol=None)
 
 
 def _study_settings(study: str, cfg: dict) -> list[dict]:
@@ -197,7 +206,8 @@ def run_study(study: str, params: dict | None, seeds: Iterable[int]) -> pd.DataF
         interp = _head_interp(d, h, grid, beta)
         draws = [draw_heads(s, n, d, h, cfg["instances"], cfg["x_scale"], distribution=cfg["distribution"]) for s in seeds]
         cat = [torch.cat([dr[i] for dr in draws]) for i in range(4)]
-        res = head_errors(interp, *cat, cfg["target_beta"], cfg["table"])
+        res = head_errors(interp, *cat, cfg["target_beta"], cfg["table"], cfg["end_tol"])
+        margin = interp.margin_for(cfg["end_tol"])
         k = cfg["instances"]
         for i, s in enumerate(seeds):
             sl = slice(i * k, (i + 1) * k)
@@ -207,7 +217,7 @@ def run_study(study: str, params: dict | None, seeds: Iterable[int]) -> pd.DataF
                 "mse": float(res["mse"][sl].mean()), "max_abs": float(res["max_abs"][sl].max()),
                 "kqv_mse": float(res["kqv_mse"][sl].mean()), "bound": float(res["bound"][sl].max()),
                 "max_abs_s": float(res["max_abs_s"][sl].max()), "target_ms": float(res["target_ms"][sl].mean()),
-                "instances": k,
+                "instances": k, "end_margin": margin, "end_flagged": float(res["end_flagged"][sl].mean()),
             })
     return pd.DataFrame(rows)
 
@@ -244,6 +254,8 @@ def summarise_study(per_seed: pd.DataFrame) -> pd.DataFrame:
         row["max_abs_max"] = float(grp["max_abs"].max())
         row["bound_max"] = float(grp["bound"].max())
         row["max_abs_s"] = float(grp["max_abs_s"].max())
+        row["end_margin"] = float(grp["end_margin"].iloc[0])
+        row["end_flagged_mean"] = float(grp["end_flagged"].mean())
         out.append(row)
     df = pd.DataFrame(out)
     df["fit_slope"] = np.nan
@@ -288,12 +300,12 @@ def draw_regression(seed: int, tag: str, n: int, d: int, count: int, noise: floa
 ALGORITHMS = ("attention_head", "gd_squared", "gd_ridge", "gd_logistic", "gd_huber", "template_tanh")
 
 
-def library_interpreter(lib: dict) -> Interpreter:
-    """ONE interpreter whose capacity covers every algorithm of the library."""
+def library_interpreter(lib: dict, end_tol: float = DEFAULT_END_TOL) -> Interpreter:
+    """ONE interpreter whose capacity covers every algorithm of the library (refusing values within the end margin)."""
     n, d = int(lib["n"]), int(lib["d"])
     cap = Capacity(d_in=max(2 * d + 4 + n, d), h=max(n + 1, 2, 2 * d), dv=d)
     grid = Grid.symmetric(lib["grid_half_width"], int(lib["P"]))
-    return Interpreter(cap, grid, grid.beta_for(lib["beta_d2"]))
+    return Interpreter(cap, grid, grid.beta_for(lib["beta_d2"]), end_tol=end_tol)
 
 
 def run_algorithm(interp: Interpreter, name: str, lib: dict, seeds: Iterable[int], table: str = "auto"):
@@ -335,7 +347,7 @@ def run_library(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFrame
     lib = cfg["library"]
     seeds = [int(s) for s in seeds]
     k = int(lib["instances"])
-    interp = library_interpreter(lib)
+    interp = library_interpreter(lib, cfg["end_tol"])
     before = module_fingerprint(interp)
     rows = []
     for name in lib["algorithms"]:
@@ -361,7 +373,7 @@ def run_library(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFrame
         row.update({"P": interp.grid.P, "grid_half_width": interp.grid.hi, "beta": interp.beta,
                     "beta_d2": interp.beta * interp.grid.D**2, "n": lib["n"], "d": lib["d"],
                     "capacity": f"d_in={interp.cap.d_in},h={interp.cap.h},dv={interp.cap.dv}",
-                    "module_sha256": after[:16]})
+                    "module_sha256": after[:16], "end_tol": interp.end_tol, "end_margin": interp.end_margin})
         out.append(row)
     return per_seed, pd.DataFrame(out)
 
@@ -379,7 +391,7 @@ def run_multistep(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFra
     ms = cfg["multistep"]
     n, d, k, T = int(ms["n"]), int(ms["d"]), int(ms["instances"]), int(ms["steps"])
     grid = Grid.symmetric(ms["grid_half_width"], int(ms["P"]))
-    interp = Interpreter(Capacity(2 * d + 4, 2, d), grid, grid.beta_for(ms["beta_d2"]))
+    interp = Interpreter(Capacity(2 * d + 4, 2, d), grid, grid.beta_for(ms["beta_d2"]), end_tol=cfg["end_tol"])
     seeds = [int(s) for s in seeds]
     rows = []
     for loss_name in ms["losses"]:
@@ -420,6 +432,7 @@ def run_multistep(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFra
         row["ratio_2_max"] = float(grp["ratio_2_max"].max())
         row["within_inf"] = float(grp["within_inf"].mean())
         row["within_2"] = float(grp["within_2"].mean())
-        row.update({"P": grid.P, "beta_d2": ms["beta_d2"], "eta": ms["eta"]})
+        row.update({"P": grid.P, "beta_d2": ms["beta_d2"], "eta": ms["eta"], "end_tol": interp.end_tol,
+                    "end_margin": interp.end_margin})
         out.append(row)
     return per_seed, pd.DataFrame(out)
