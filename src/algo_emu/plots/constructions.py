@@ -35,6 +35,18 @@ def _floor(ax):
     ax.text(0.99, 0.02, "float64 rounding", transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.4")
 
 
+def _mark_ends(ax, x, mse, table: pd.DataFrame, label: bool = True) -> bool:
+    """Ring the settings where some read-out values lie within the end margin of ``end_tol`` (their error is
+    not covered by that tolerance); tables written before the column existed are drawn unmarked."""
+    if "end_flagged_mean" not in table:
+        return False
+    flagged = table["end_flagged_mean"].to_numpy() > 0
+    if flagged.any():
+        ax.scatter(np.asarray(x)[flagged], np.asarray(mse)[flagged], s=90, facecolors="none", edgecolors="0.2",
+                   lw=1.0, zorder=5, label="values within the end margin (end_tol)" if label else None)
+    return bool(flagged.any())
+
+
 def plot_beta(table: pd.DataFrame, stem) -> list[Path]:
     require_columns(table, ["beta_d2", "mse_mean", "mse_ci_low", "mse_ci_high", "kqv_mse_mean"], "construction_beta")
     t = table.sort_values("beta_d2")
@@ -42,6 +54,7 @@ def plot_beta(table: pd.DataFrame, stem) -> list[Path]:
         _errorbars(ax, t["beta_d2"], t["mse_mean"], t["mse_ci_low"], t["mse_ci_high"], color=OURS_COLOR,
                    label="head output (layer 2)")
         ax.plot(t["beta_d2"], t["kqv_mse_mean"], ls="--", marker=".", color=FIT_COLOR, label="K, Q, V read-outs (layer 1)")
+        _mark_ends(ax, t["beta_d2"], t["mse_mean"], t)
         ax.set_xscale("log")
         ax.set_yscale("log")
         _floor(ax)
@@ -60,6 +73,7 @@ def plot_p(table: pd.DataFrame, stem) -> list[Path]:
     require_columns(table, ["policy", "P", "mse_mean", "mse_ci_low", "mse_ci_high"], "construction_p")
     colors = sns.color_palette(PALETTE)
     with figure(width=5.4) as (fig, ax):
+        marked = False
         for i, (pol, grp) in enumerate(table.groupby("policy", sort=False)):
             g = grp.sort_values("P")
             label = pol
@@ -67,6 +81,7 @@ def plot_p(table: pd.DataFrame, stem) -> list[Path]:
                 label += f" (slope {g['fit_slope'].iloc[0]:.2f})"
             _errorbars(ax, g["P"], g["mse_mean"], g["mse_ci_low"], g["mse_ci_high"], color=colors[i % len(colors)],
                        label=label)
+            marked = _mark_ends(ax, g["P"], g["mse_mean"], g, label=not marked) or marked
         ax.set_xscale("log")
         ax.set_yscale("log")
         _floor(ax)
@@ -85,6 +100,7 @@ def _plot_knob(table: pd.DataFrame, stem, knob: str, xlabel: str) -> list[Path]:
     with figure() as (fig, ax):
         _errorbars(ax, t[knob], t["mse_mean"], t["mse_ci_low"], t["mse_ci_high"], color=OURS_COLOR, label="head output")
         ax.plot(t[knob], t["kqv_mse_mean"], ls="--", marker=".", color=FIT_COLOR, label="K, Q, V read-outs")
+        _mark_ends(ax, t[knob], t["mse_mean"], t)
         ax.set_yscale("log")
         _floor(ax)
         ax.set_xlabel(xlabel)
