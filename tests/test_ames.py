@@ -17,6 +17,7 @@ import pytest
 import torch
 from sklearn.linear_model import Lasso, LassoCV, LinearRegression, Ridge, RidgeCV
 
+from algo_emu import ablation as abl
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as af
 from algo_emu.experiments import ames as ex
@@ -26,7 +27,8 @@ from algo_emu.train import TrainConfig, train_ensemble
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"source": "packaged", "cv_folds": 2, "ridge_n_alphas": 5, "lasso_n_alphas": 5, "heads": 2,
-        "total_tokens": 4, "hidden": 8, "epochs": 1, "batch_size": 512}
+        "total_tokens": 4, "hidden": 8, "epochs": 1, "batch_size": 512, "pool_bootstraps": 3,
+        "pool_heldout_bootstraps": 2, "pool_n_alphas": 3, "pool_pairs_per_row": 2, "pool_eval_pairs_per_row": 2}
 
 
 def run_cli(argv: list[str]) -> int:
@@ -52,7 +54,9 @@ def packaged(tmp_path_factory):
     return out
 
 
-SUBSET_ROWS = 600
+#: The end-to-end run reads the packaged copy as a local CSV: all of it, because the download step
+#: refuses a file whose row count is not a documented one (1,460 or 2,930; data/ames.py).
+SUBSET_ROWS = 2930
 
 
 # ----------------------------------------------------------------------------- fits
@@ -136,6 +140,72 @@ def test_fit_bad_input(tmp_path):
     assert not (tmp_path / "f.npz").exists()
 
 
+def test_ridge_path_bootstrap_equals_sklearn_ridge_on_the_resample():
+    a = synthetic(n_train=70, F=30, seed=3)
+    X, y = a["X_train"], a["y_train"]
+    idx = np.random.default_rng(0).integers(0, len(X), len(X))
+    alphas = np.array([1e-3, 1.0, 1e4])
+    W, b = af.ridge_path_bootstrap(X, y, np.bincount(idx, minlength=len(X)), alphas)
+    for j, alpha in enumerate(alphas):
+        ref = Ridge(alpha=alpha).fit(X[idx], y[idx])
+        np.testing.assert_allclose(W[j], ref.coef_, rtol=0, atol=1e-9)
+        assert b[j] == pytest.approx(ref.intercept_, abs=1e-9)
+
+
+def test_weight_pool_streams_sizes_and_perturbation_scale():
+    a = synthetic(n_train=80, F=8, seed=1)
+    X, y = a["X_train"], a["y_train"]
+    p = dict(af.FIT_DEFAULTS, pool_n_alphas=4, pool_perturb_scale=0.5)
+    pool = af.weight_pool(X, y, 7, "train", 3, p)
+    assert pool["coef"].shape == (3 * 4 * 2, 8) and list(np.bincount(pool["family"])) == [12, 12]
+    # a perturbed copy = c * its refit + d with std(X d) = 0.5 std(y) exactly
+    refit, pert = pool["coef"][pool["family"] == 0], pool["coef"][pool["family"] == 1]
+    c = pool["coef_scale"][pool["family"] == 1]
+    d = pert - c[:, None] * refit
+    np.testing.assert_allclose(np.std(X @ d.T, axis=0), 0.5 * np.std(y), rtol=1e-12)
+    assert c.min() >= -1 and c.max() <= 2 and (c < 0).any()
+    # one stream per resample: more resamples never change the first ones; held-out ones differ
+    more = af.weight_pool(X, y, 7, "train", 5, p)
+    np.testing.assert_array_equal(more["coef"][:24], pool["coef"])
+    held = af.weight_pool(X, y, 7, "heldout", 3, p)
+    assert not np.isclose(held["coef"][:, None, :], pool["coef"][None], atol=1e-12).all(-1).any()
+    # rank-k perturbations lie in the top-k principal directions of the training rows
+    low = af.weight_pool(X, y, 7, "train", 1, dict(p, pool_perturb_rank=2))
+    V = np.linalg.svd(X - X.mean(0), full_matrices=False)[2]
+    d = low["coef"][low["family"] == 1] - low["coef_scale"][low["family"] == 1][:, None] * low["coef"][low["family"] == 0]
+    assert np.abs(d @ V[2:].T).max() < 1e-10 and np.abs(d @ V[:2].T).max() > 1e-3
+    pairs = af.pool_pairs(0, "train", 50, 24, 4)
+    assert pairs.shape == (50, 4) and all(len(set(r)) == 4 for r in pairs)
+    with pytest.raises(af.AmesFitError, match="pool_coef_scale_max"):
+        af.weight_pool(X, y, 0, "train", 1, dict(p, pool_coef_scale_min=2.0, pool_coef_scale_max=1.0))
+
+
+def test_reference_code_fits_do_not_see_the_pool_keys():
+    a = synthetic(n_train=60, F=5)
+    base = af.fit_arrays(a, "reference_code", 0)["arrays"]
+    other = af.fit_arrays(a, "reference_code", 0, {"pool_bootstraps": 2, "pool_n_alphas": 2})["arrays"]
+    assert sorted(base) == sorted(other) and not any(k.startswith("pool_") for k in base)
+    for k in base:
+        np.testing.assert_array_equal(base[k], other[k])
+    corrected = af.fit_arrays(a, "corrected", 0, dict(af.FIT_DEFAULTS, cv_folds=2, pool_bootstraps=2, pool_n_alphas=2,
+                                                      pool_heldout_bootstraps=1))
+    arr, summary = corrected["arrays"], corrected["summary"]
+    assert arr["pool_train_coef"].shape == (8, 5) and arr["pool_heldout_coef"].shape == (4, 5)
+    assert arr["pool_train_pairs"].shape == (60, 4) and arr["pool_heldout_pairs"].shape == (20, 4)
+    assert set(summary["algorithm_spread_test_mse"]) == {"linear-ridge", "linear-lasso", "ridge-lasso"}
+    # the training prompts: row i with its paired vectors, target x.w + b, weights where the layout says
+    tokens, targets, fam = ex.training_examples(0, a, arr, "corrected")
+    lay = ex.prompt_layout(5, "corrected")
+    x = torch.as_tensor(tokens)[:, None, :]
+    w = abl.prompt_weights(x, lay).numpy()
+    v = arr["pool_train_pairs"].reshape(-1)
+    np.testing.assert_array_equal(w[:, :5], arr["pool_train_coef"][v])
+    np.testing.assert_array_equal(w[:, 5], arr["pool_train_intercept"][v])
+    np.testing.assert_allclose(targets, (tokens[:, :6] * tokens[:, 6:]).sum(1), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(tokens[::4, :5], a["X_train"])
+    assert abl.strip_weights(torch.as_tensor(tokens), lay).shape == (240, 6)
+
+
 def test_data_errors_unchanged_through_the_cli(tmp_path):
     # the data helper's errors reach the user as it wrote them, through the extended command line
     with pytest.raises(data.AmesDataError, match=r"config key ames.source must be .*got 'kaggle'"):
@@ -202,7 +272,7 @@ def test_padded_ensemble_member_equals_its_standalone_run():
 
 @pytest.fixture(scope="module")
 def tiny_run(packaged, tmp_path_factory):
-    """download (a local CSV: the first rows of the packaged copy) -> prepare -> fit -> train -> evaluate
+    """download (a local CSV: the packaged copy) -> prepare -> fit -> train -> evaluate
     -> aggregate -> figure, all through the command line, both modes, seeds 0 and 1."""
     out = tmp_path_factory.mktemp("run")
     lines = (packaged / "raw.csv").read_text().splitlines(keepends=True)
@@ -222,24 +292,29 @@ def tiny_run(packaged, tmp_path_factory):
                             "--out-json", str(out / f"{mode}/seed{s}/fits.json")]) == 0
         fits = [str(out / f"{mode}/seed{s}/fits.npz") for s in seeds]
         assert run_cli(["train", "--params", pj, "--mode", mode, "--seeds", *seeds, "--prepared", *prepared,
-                        "--fits", *fits, "--out", str(out / f"{mode}/emulator.pt"), "--checkpoint-dir",
+                        "--fits", *fits, "--out", str(out / f"{mode}/emulator.pt"), "--out-blind",
+                        str(out / f"{mode}/blind.pt"), "--checkpoint-dir",
                         str(out / f"{mode}/ckpt"), "--device", "cpu", "--threads", "1"]) == 0
         assert run_cli(["evaluate", "--mode", mode, "--seeds", *seeds, "--prepared", *prepared, "--fits", *fits,
-                        "--emulator", str(out / f"{mode}/emulator.pt"), "--out-dir", str(out / mode),
+                        "--emulator", str(out / f"{mode}/emulator.pt"), "--blind", str(out / f"{mode}/blind.pt"),
+                        "--out-dir", str(out / mode),
                         "--predictions", str(out / f"{mode}/predictions.csv"), "--device", "cpu"]) == 0
     metrics = [str(out / f"{m}/seed{s}/metrics.json") for m in ex.MODES for s in seeds]
     assert run_cli(["aggregate", "--modes", *ex.MODES, "--metrics", *metrics, "--table", str(out / "tables/ames.csv"),
-                    "--runs", str(out / "tables/ames_runs.csv")]) == 0
+                    "--runs", str(out / "tables/ames_runs.csv"),
+                    "--ablation-table", str(out / "tables/ames_ablation.csv")]) == 0
     assert run_cli(["figure", "--table", str(out / "tables/ames.csv"), "--runs", str(out / "tables/ames_runs.csv"),
                     "--predictions", *[str(out / f"{m}/predictions.csv") for m in ex.MODES],
-                    "--out", str(out / "figures/ames")]) == 0
+                    "--out", str(out / "figures/ames"), "--ablation-table", str(out / "tables/ames_ablation.csv"),
+                    "--ablation-out", str(out / "figures/ames_ablation")]) == 0
     return out
 
 
 def test_end_to_end_table_figure_and_provenance(tiny_run):
     table = pd.read_csv(tiny_run / "tables/ames.csv")
     assert list(table.columns) == ex.AMES_COLUMNS
-    assert list(zip(table["mode"], table.algorithm)) == [(m, a) for m in ex.MODES for a in af.ALGORITHMS]
+    assert list(zip(table["mode"], table.algorithm)) == [(m, a) for m in ex.MODES for a in ex.prompt_sets(m)]
+    assert ex.prompt_sets("corrected")[3:] == ("heldout_refit", "heldout_perturbed")
     assert (table.n_seeds == 2).all() and (table.emulation_mse_mean > 0).all()
     ref_lasso = table[(table["mode"] == "reference_code") & (table.algorithm == "lasso")].iloc[0]
     assert bool(ref_lasso.all_coef_zero) and ref_lasso.n_nonzero_coef_mean == 0
@@ -251,16 +326,117 @@ def test_end_to_end_table_figure_and_provenance(tiny_run):
     assert "bit-identical before and after evaluation: True" in md
     assert "\\label{tab:ames}" in (tiny_run / "tables/ames.tex").read_text()
     runs = pd.read_csv(tiny_run / "tables/ames_runs.csv")
-    assert list(runs.columns) == ex.RUN_COLUMNS and len(runs) == 12 and runs.bit_identical.all()
+    assert list(runs.columns) == ex.RUN_COLUMNS and len(runs) == 2 * (5 + 3) and runs.bit_identical.all()
     for ext in ("pdf", "png"):
         assert (tiny_run / f"figures/ames.{ext}").stat().st_size > 1000
+        assert (tiny_run / f"figures/ames_ablation.{ext}").stat().st_size > 1000
     m = read_json(tiny_run / "corrected/seed1/metrics.json")
     assert m["seed"] == 1 and m["hidden"] == 8 and m["environment"]["device"] == "cpu"
     assert m["data"]["source"] == "local" and m["fit"]["algorithms"]["ridge"]["estimator"] == "RidgeCV"
     preds = pd.read_csv(tiny_run / "corrected/predictions.csv")
     sel = preds[(preds.seed == 1) & (preds.algorithm == "ridge")]
     err = float(((sel.emulated - sel.algorithm_prediction) ** 2).mean())
-    assert err == pytest.approx(m["algorithms"]["ridge"]["emulation_mse"], rel=1e-6)
+    assert err == pytest.approx(m["prompt_sets"]["ridge"]["emulation_mse"], rel=1e-6)
+    held = preds[(preds.seed == 1) & (preds.algorithm == "heldout_perturbed")]
+    r = m["prompt_sets"]["heldout_perturbed"]
+    assert len(held) == r["n_prompts"] and (held.vector >= 0).all()
+    assert float(((held.blind - held.algorithm_prediction) ** 2).mean()) == pytest.approx(r["blind_mse"], rel=1e-6)
+    assert r["ablations"]["none"] == r["target_mse"] and r["ablations"]["weight_blind"] == r["blind_mse"]
+
+
+def test_ablation_table_and_mse_over_blind(tiny_run):
+    table = pd.read_csv(tiny_run / "tables/ames.csv")
+    runs = pd.read_csv(tiny_run / "tables/ames_runs.csv")
+    ab = pd.read_csv(tiny_run / "tables/ames_ablation.csv")
+    assert list(ab.columns) == ["experiment", "mode", "algorithm", *abl.ABLATION_COLUMNS]
+    held = ab[(ab["mode"] == "corrected") & (ab.algorithm == "heldout_refit")]
+    assert list(held.ablation) == ["none", "weight_blind", "other_prompt", "permuted", "random", "zeros"]
+    algo = ab[(ab["mode"] == "reference_code") & (ab.algorithm == "lasso")]
+    assert list(algo.ablation) == ["none", "weight_blind", "permuted", "random", "zeros", "other_algorithm"]
+    for _, row in table.iterrows():
+        sel = runs[(runs["mode"] == row["mode"]) & (runs.algorithm == row.algorithm)]
+        # the emulator's MSE against the mode's own target over the baseline's, from the per-seed numbers
+        assert row.mse_over_blind == pytest.approx(sel.target_mse.mean() / sel.blind_mse.mean(), rel=1e-9)
+        none = ab[(ab["mode"] == row["mode"]) & (ab.algorithm == row.algorithm) & (ab.ablation == "none")].iloc[0]
+        assert none.mse_over_blind == pytest.approx(row.mse_over_blind, rel=1e-9)
+        target = sel.emulation_mse if row["mode"] == "corrected" else sel.prediction_mse
+        np.testing.assert_allclose(sel.target_mse, target, rtol=1e-9)
+    # reference_code's Lasso prompt carries w = 0: permuting or zeroing it changes nothing, bit for bit
+    lasso = ab[(ab["mode"] == "reference_code") & (ab.algorithm == "lasso")].set_index("ablation").mse_mean
+    assert lasso["permuted"] == lasso["zeros"] == lasso["none"]
+    md = (tiny_run / "tables/ames.md").read_text()
+    assert "weight-blind baseline" in md and "Read against the baseline: corrected: MSE / weight-blind MSE" in md
+    assert "\\label{tab:ames_ablation}" in (tiny_run / "tables/ames_ablation.tex").read_text()
+
+
+def _rewrite_frozen(src, dst, edit):
+    """A copy of a frozen file whose parameters ``edit(model)`` changed (sidecar extras kept)."""
+    from algo_emu.frozen import save_frozen
+
+    model, info = load_frozen(src, ex.build_frozen)
+    with torch.no_grad():
+        edit(model, info["meta"])
+    keep = {k: v for k, v in info.items() if k not in ("format_version", "meta", "sha256", "param_digest")}
+    save_frozen(dst, model, info["meta"], keep)
+
+
+def test_ablations_flag_a_model_that_ignores_the_weight_columns(tiny_run, tmp_path):
+    """Zero the token-map rows of the weight columns: the model cannot see w or b, and every ablation
+    scores exactly the unablated MSE. Zero the rows of x instead: the ablations change the output."""
+    seeds = [0, 1]
+    prepared = [str(tiny_run / f"data/seed{s}/prepared.npz") for s in seeds]
+    fits = [str(tiny_run / f"corrected/seed{s}/fits.npz") for s in seeds]
+
+    def zero_rows(which):
+        def edit(model, meta):
+            for gi, g in enumerate(meta["groups"]):
+                for e, (s, d_in) in enumerate(g["members"]):
+                    F = (d_in - 2) // 2
+                    rows = ex.prompt_layout(F, "corrected").weight_columns if which == "weights" else range(F)
+                    model[gi].w_in[e, list(rows)] = 0
+        return edit
+
+    for which in ("weights", "x"):
+        path = tmp_path / f"{which}.pt"
+        _rewrite_frozen(tiny_run / "corrected/emulator.pt", path, zero_rows(which))
+        out = ex.evaluate_mode("corrected", seeds, prepared, fits, path, tmp_path / which, tmp_path / f"{which}.csv",
+                               "cpu", blind=tiny_run / "corrected/blind.pt")
+        for s in seeds:
+            for name, r in out[s]["prompt_sets"].items():
+                a = r["ablations"]
+                changed = [k for k in a if k not in ("none", "weight_blind") and a[k] != a["none"]]
+                if which == "weights":
+                    assert changed == [], (s, name, a)
+                else:
+                    assert len(changed) >= 3, (s, name, a)
+
+
+def test_baseline_with_another_budget_or_other_files_is_refused(tiny_run, tmp_path):
+    seeds = [0, 1]
+    prepared = [str(tiny_run / f"data/seed{s}/prepared.npz") for s in seeds]
+    fits = [str(tiny_run / f"corrected/seed{s}/fits.npz") for s in seeds]
+    ex.train_mode(TINY | {"epochs": 2}, "corrected", seeds, prepared, fits, tmp_path / "e2.pt", device_spec="cpu",
+                  threads=1, out_blind=tmp_path / "b2.pt")
+    with pytest.raises(ValueError, match=r"budget differs from the model's: epochs: model 1, baseline 2"):
+        ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
+                         tmp_path / "p.csv", "cpu", blind=tmp_path / "b2.pt")
+    with pytest.raises(ValueError, match="holds the 'emulator' models, not the 'blind' ones"):
+        ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
+                         tmp_path / "p.csv", "cpu", blind=tmp_path / "e2.pt")
+    with pytest.raises(ValueError, match="holds 'reference_code' emulators, not 'corrected'"):
+        ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
+                         tmp_path / "p.csv", "cpu", blind=tiny_run / "reference_code/blind.pt")
+    ex.train_mode(TINY, "corrected", seeds, prepared[::-1], fits[::-1], tmp_path / "e3.pt", device_spec="cpu",
+                  threads=1, out_blind=tmp_path / "b3.pt")
+    with pytest.raises(ValueError, match="seed 0: the weight-blind baseline .*b3.pt was not trained on the files of"):
+        ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
+                         tmp_path / "p.csv", "cpu", blind=tmp_path / "b3.pt")
+    assert not (tmp_path / "o").exists()
+    # the baseline sees no weights: its members' input widths are the token widths minus F + 1
+    emu, blind = (read_json(tiny_run / f"corrected/{f}.pt.json")["meta"] for f in ("emulator", "blind"))
+    for ge, gb in zip(emu["groups"], blind["groups"]):
+        assert ge["hidden"] == gb["hidden"]
+        assert [d - (d - 2) // 2 - 1 for _, d in ge["members"]] == [d for _, d in gb["members"]]
 
 
 def test_frozen_emulator_bit_identical_and_read_only(tiny_run):
@@ -338,7 +514,9 @@ def test_rules_pass_fit_and_train_steps_exactly_their_keys():
         body = re.search(name + r" = \((.*?)\)", smk, re.S).group(1)
         return tuple(re.findall(r'"([a-z0-9_]+)"', body))
 
-    assert keys("AMES_FIT_KEYS") == af.FIT_KEYS
+    assert keys("AMES_REFERENCE_FIT_KEYS") == af.REFERENCE_FIT_KEYS
+    assert keys("AMES_REFERENCE_FIT_KEYS") + keys("AMES_POOL_KEYS") == af.FIT_KEYS
+    assert "AMES_FIT_KEYS = AMES_REFERENCE_FIT_KEYS + AMES_POOL_KEYS" in smk
     assert keys("AMES_TRAIN_KEYS") == ex.TRAIN_KEYS
     everything = set(data.DOWNLOAD_KEYS) | set(data.PREPARE_KEYS) | set(af.FIT_KEYS) | set(ex.TRAIN_KEYS) | {"modes"}
     assert everything == set(ex.DEFAULTS)

@@ -72,13 +72,16 @@ rule ames_prepare:
 
 # ----------------------------------------------------------------------------
 # Emulation: fit the three algorithms per (mode, seed), train one emulator per
-# seed (all seeds of a mode in one job), freeze it, evaluate it read-only per
-# algorithm on the held-out rows, then the table and the figure.
+# seed and its weight-blind baseline (all seeds of a mode in one job), freeze
+# them, evaluate read-only per prompt set with prompt ablations on the held-out
+# rows, then the tables (main + ablation) and the figures.
 # The logic is in src/algo_emu/data/ames_fits.py (fits), src/algo_emu/experiments/ames.py
 # (train, evaluate, aggregate) and src/algo_emu/plots/ames.py (figure).
 AMES = config["ames"]
 AMES_MODES = list(AMES.get("modes", ["corrected", "reference_code"]))
-AMES_FIT_KEYS = (
+# reference_code's fits read only these (the published code's); corrected also reads the pool keys,
+# so changing a pool key reruns neither reference_code's fits nor its training.
+AMES_REFERENCE_FIT_KEYS = (
     "reference_alpha",
     "cv_folds",
     "ridge_log10_alpha_min",
@@ -88,6 +91,20 @@ AMES_FIT_KEYS = (
     "lasso_eps",
     "lasso_max_iter",
 )
+AMES_POOL_KEYS = (
+    "pool_bootstraps",
+    "pool_heldout_bootstraps",
+    "pool_log10_alpha_min",
+    "pool_log10_alpha_max",
+    "pool_n_alphas",
+    "pool_coef_scale_min",
+    "pool_coef_scale_max",
+    "pool_perturb_scale",
+    "pool_perturb_rank",
+    "pool_pairs_per_row",
+    "pool_eval_pairs_per_row",
+)
+AMES_FIT_KEYS = AMES_REFERENCE_FIT_KEYS + AMES_POOL_KEYS
 AMES_TRAIN_KEYS = (
     "heads",
     "total_tokens",
@@ -104,8 +121,20 @@ AMES_TABLES = [
     "results/tables/ames.md",
     "results/tables/ames.tex",
 ]
+AMES_ABLATION_TABLES = [
+    "results/tables/ames_ablation.csv",
+    "results/tables/ames_ablation.md",
+    "results/tables/ames_ablation.tex",
+]
 AMES_FIGURES = expand("results/figures/ames.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(AMES_TABLES + ["results/tables/ames_runs.csv"] + AMES_FIGURES)
+AMES_ABLATION_FIGURES = expand("results/figures/ames_ablation.{ext}", ext=["pdf", "png"])
+ALL_OUTPUTS.extend(
+    AMES_TABLES
+    + AMES_ABLATION_TABLES
+    + ["results/tables/ames_runs.csv"]
+    + AMES_FIGURES
+    + AMES_ABLATION_FIGURES
+)
 
 
 wildcard_constraints:
@@ -120,7 +149,9 @@ rule ames_fit:
         npz="results/ames/{ames_mode}/seed{seed}/fits.npz",
         summary="results/ames/{ames_mode}/seed{seed}/fits.json",
     params:
-        cfg=ames_params(AMES_FIT_KEYS),
+        cfg=lambda wc: ames_params(
+            AMES_FIT_KEYS if wc.ames_mode == "corrected" else AMES_REFERENCE_FIT_KEYS
+        ),
     log:
         "logs/ames/fit_{ames_mode}_seed{seed}.log",
     benchmark:
@@ -140,6 +171,8 @@ rule ames_train:
     output:
         model="results/ames/{ames_mode}/emulator.pt",
         sidecar="results/ames/{ames_mode}/emulator.pt.json",
+        blind="results/ames/{ames_mode}/blind.pt",
+        blind_sidecar="results/ames/{ames_mode}/blind.pt.json",
     params:
         cfg=ames_params(AMES_TRAIN_KEYS),
         seeds=" ".join(map(str, SEEDS)),
@@ -151,10 +184,11 @@ rule ames_train:
     threads: config["threads"]
     resources:
         mem_mb=lambda wc: 2000 + 300 * len(SEEDS),
-        runtime=lambda wc: 30 + 4 * AMES["epochs"],
+        # the emulator, then the weight-blind baseline with the same budget
+        runtime=lambda wc: 30 + 8 * AMES["epochs"],
     shell:
         "{PY} -m algo_emu ames train --params {params.cfg} --mode {wildcards.ames_mode} --seeds {params.seeds}"
-        " --prepared {input.prepared} --fits {input.fits} --out {output.model}"
+        " --prepared {input.prepared} --fits {input.fits} --out {output.model} --out-blind {output.blind}"
         " --checkpoint-dir results/ames/{wildcards.ames_mode}/checkpoints"
         " --device {params.device} --threads {threads} > {log} 2>&1"
 
@@ -163,6 +197,8 @@ rule ames_evaluate:
     input:
         model="results/ames/{ames_mode}/emulator.pt",
         sidecar="results/ames/{ames_mode}/emulator.pt.json",
+        blind="results/ames/{ames_mode}/blind.pt",
+        blind_sidecar="results/ames/{ames_mode}/blind.pt.json",
         prepared=expand("data/ames/seed{seed}/prepared.npz", seed=SEEDS),
         fits=expand("results/ames/{{ames_mode}}/seed{seed}/fits.npz", seed=SEEDS),
         summaries=expand("results/ames/{{ames_mode}}/seed{seed}/fits.json", seed=SEEDS),
@@ -182,7 +218,7 @@ rule ames_evaluate:
         runtime=30,
     shell:
         "{PY} -m algo_emu ames evaluate --mode {wildcards.ames_mode} --seeds {params.seeds}"
-        " --prepared {input.prepared} --fits {input.fits} --emulator {input.model}"
+        " --prepared {input.prepared} --fits {input.fits} --emulator {input.model} --blind {input.blind}"
         " --out-dir results/ames/{wildcards.ames_mode} --predictions {output.predictions}"
         " --device {params.device} --threads {threads} > {log} 2>&1"
 
@@ -191,15 +227,16 @@ rule ames_aggregate:
     input:
         expand("results/ames/{mode}/seed{seed}/metrics.json", mode=AMES_MODES, seed=SEEDS),
     output:
-        tables=AMES_TABLES,
-        runs="results/tables/ames_runs.csv",
+        tables=[report(t, caption="../report/ames_tables.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in AMES_TABLES],
+        runs=report("results/tables/ames_runs.csv", caption="../report/ames_tables.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="tables", labels={"name": "ames_runs.csv (per seed)"}),
     params:
         modes=" ".join(AMES_MODES),
     log:
         "logs/ames/aggregate.log",
     shell:
         "{PY} -m algo_emu ames aggregate --modes {params.modes} --metrics {input}"
-        " --table results/tables/ames.csv --runs {output.runs} > {log} 2>&1"
+        " --table results/tables/ames.csv --runs {output.runs}"
+        " --ablation-table results/tables/ames_ablation.csv > {log} 2>&1"
 
 
 rule ames_plot:
@@ -208,20 +245,21 @@ rule ames_plot:
         runs="results/tables/ames_runs.csv",
         predictions=expand("results/ames/{mode}/predictions.csv", mode=AMES_MODES),
     output:
-        AMES_FIGURES,
+        [report(f, caption="../report/ames.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="figures", labels={"name": "ames.png"}) if f.endswith(".png") else f for f in AMES_FIGURES],
     log:
         "logs/ames/figure.log",
     shell:
         "{PY} -m algo_emu ames figure --table {input.table} --runs {input.runs}"
-        " --predictions {input.predictions} --out results/figures/ames > {log} 2>&1"
+        " --predictions {input.predictions} --out results/figures/ames"
+        " --ablation-table {input.ablation} --ablation-out results/figures/ames_ablation > {log} 2>&1"
 
 
-# Named targets: the table and the figure, each rebuildable alone.
+# Named targets: the tables and the figures, each rebuildable alone.
 rule ames_table:
     input:
-        AMES_TABLES + ["results/tables/ames_runs.csv"],
+        AMES_TABLES + AMES_ABLATION_TABLES + ["results/tables/ames_runs.csv"],
 
 
 rule ames_figure:
     input:
-        AMES_FIGURES,
+        AMES_FIGURES + AMES_ABLATION_FIGURES,

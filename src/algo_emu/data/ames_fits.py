@@ -10,8 +10,31 @@ two modes:
     (folds from the named stream ``(seed, "ames", "cv")``): Ridge as scikit-learn's
     ``RidgeCV(alphas, cv=KFold)`` (mean R^2 over folds), Lasso as ``LassoCV``
     (mean squared error over folds). The prompt is ``[x; 1; w; b]`` and the
-    training target is the algorithm's own prediction ``w.x + b``, so the
-    weights in the prompt decide the target.
+    training target is the prompt's own prediction ``w.x + b``. The three fits
+    alone are not enough to make an emulator read ``w``: their predictions
+    nearly coincide (pairwise test MSE 0.002-0.02 against a target variance of
+    about 0.13), so a model that ignores ``w`` scores almost as well (issue 10).
+    Corrected mode therefore also draws a **weight pool** (:func:`weight_pool`):
+    many weight vectors per seed, which training and evaluation pair with rows.
+
+    * ``refit``: Ridge refits on bootstrap resamples of the training rows, over
+      a log grid of alphas (``pool_log10_alpha_min..max``, ``pool_n_alphas``);
+    * ``perturbed``: each refit's ``w`` scaled by ``c ~ U(pool_coef_scale_min,
+      pool_coef_scale_max)`` (negative c flips its sign) plus a random direction
+      ``d`` (all F coordinates, or the top ``pool_perturb_rank`` principal
+      directions of the training rows), sized so ``std(X_train d)`` is
+      ``pool_perturb_scale`` times ``std(y_train)``; its intercept gets a normal
+      draw of the same standard deviation. These are weights no algorithm
+      produces; their targets differ from each other by about the target's
+      own variance, so ignoring ``w`` costs that much.
+
+    The training pool comes from ``pool_bootstraps`` resamples, the held-out
+    pool from ``pool_heldout_bootstraps`` other resamples (their own streams), so
+    no held-out vector, and none of the three algorithms' fits, is seen in
+    training. Training prompts pair every training row with
+    ``pool_pairs_per_row`` training-pool vectors; evaluation prompts pair every
+    test row with ``pool_eval_pairs_per_row`` held-out vectors (streams
+    ``(seed, "ames", "pool", ...)``).
 
 ``reference_code`` (the published code)
     Fit on ALL rows (the seed's training and test rows), keep ``coef_`` only
@@ -39,7 +62,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from algo_emu.io import atomic_path, read_json, write_json
-from algo_emu.rng import derive
+from algo_emu.rng import derive, numpy_stream
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +81,26 @@ FIT_DEFAULTS: dict[str, Any] = {
     "lasso_eps": 0.001,
     "lasso_max_iter": 10000,
 }
+#: The keys reference_code fits read (the published code's fits; the pool keys do not touch them).
+REFERENCE_FIT_KEYS: tuple[str, ...] = tuple(FIT_DEFAULTS)
+#: Weight-pool keys (corrected mode only; see the module docstring and ames.schema.yaml).
+POOL_DEFAULTS: dict[str, Any] = {
+    "pool_bootstraps": 32,
+    "pool_heldout_bootstraps": 8,
+    "pool_log10_alpha_min": -3.0,
+    "pool_log10_alpha_max": 5.0,
+    "pool_n_alphas": 9,
+    "pool_coef_scale_min": -1.0,
+    "pool_coef_scale_max": 2.0,
+    "pool_perturb_scale": 1.0,
+    "pool_perturb_rank": 0,
+    "pool_pairs_per_row": 4,
+    "pool_eval_pairs_per_row": 4,
+}
+FIT_DEFAULTS.update(POOL_DEFAULTS)
 FIT_KEYS: tuple[str, ...] = tuple(FIT_DEFAULTS)
+#: Families of pool vectors (index = the ``pool_*_family`` code).
+POOL_FAMILIES: tuple[str, ...] = ("refit", "perturbed")
 
 
 class AmesFitError(ValueError):
@@ -130,11 +172,115 @@ def _fit_one(name: str, X: np.ndarray, y: np.ndarray, mode: str, seed: int, p: M
     return est, float(est.alpha_), extra
 
 
+def ridge_path_bootstrap(X: np.ndarray, y: np.ndarray, counts: np.ndarray, alphas: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge (with intercept) on the resample that holds row i ``counts[i]`` times, for every alpha.
+
+    Returns ``(W (n_alphas, F), b (n_alphas,))``, equal to scikit-learn's ``Ridge(alpha).fit(X[idx], y[idx])``
+    (a test checks it): weighted centring, one eigendecomposition of the weighted Gram matrix
+    ``Xc^T C Xc`` (F x F), then ``w(alpha) = Q diag(1 / (lam + alpha)) Q^T Xc^T C yc``.
+    """
+    c = np.asarray(counts, np.float64)
+    n = c.sum()
+    xm, ym = c @ X / n, float(c @ y / n)
+    Xc = X - xm
+    G = Xc.T @ (c[:, None] * Xc)
+    r = Xc.T @ (c * (y - ym))
+    lam, Q = np.linalg.eigh(G)
+    lam = np.clip(lam, 0.0, None)
+    W = (Q @ ((Q.T @ r)[:, None] / (lam[:, None] + np.asarray(alphas, np.float64)[None, :]))).T
+    return W, ym - W @ xm
+
+
+def weight_pool(X: np.ndarray, y: np.ndarray, seed: int, split: str, n_bootstraps: int,
+                p: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """``n_bootstraps`` resamples' refits over the alpha grid and one perturbed copy of each.
+
+    ``split`` names the stream: resample k of split s draws from ``numpy_stream(seed, "ames", "pool", s, k)``,
+    so the training and held-out pools never share a resample, and adding resamples never shifts
+    existing ones. Returns ``coef`` (K, F), ``intercept`` (K,), ``family`` (K,) (index into
+    :data:`POOL_FAMILIES`), ``alpha`` (K,), ``bootstrap`` (K,), ``coef_scale`` (K,; 1 for refits).
+    """
+    n, F = X.shape
+    alphas = np.logspace(float(p["pool_log10_alpha_min"]), float(p["pool_log10_alpha_max"]), int(p["pool_n_alphas"]))
+    rank = int(p["pool_perturb_rank"])
+    if rank < 0:
+        raise AmesFitError(f"ames.pool_perturb_rank must be >= 0 (0 = all F directions), got {rank}")
+    basis = None
+    if 0 < rank < F:
+        basis = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)[2][:rank].T        # (F, rank)
+    sd_y = float(np.std(y))
+    scale = float(p["pool_perturb_scale"]) * sd_y
+    lo, hi = float(p["pool_coef_scale_min"]), float(p["pool_coef_scale_max"])
+    if hi < lo:
+        raise AmesFitError(f"ames.pool_coef_scale_max ({hi}) is below ames.pool_coef_scale_min ({lo})")
+    out: dict[str, list] = {k: [] for k in ("coef", "intercept", "family", "alpha", "bootstrap", "coef_scale")}
+    for k in range(int(n_bootstraps)):
+        rng = numpy_stream(seed, "ames", "pool", split, k)
+        counts = np.bincount(rng.integers(0, n, size=n), minlength=n)
+        W, b = ridge_path_bootstrap(X, y, counts, alphas)
+        for j, a in enumerate(alphas):
+            out["coef"].append(W[j]); out["intercept"].append(b[j]); out["family"].append(0)
+            out["alpha"].append(a); out["bootstrap"].append(k); out["coef_scale"].append(1.0)
+        for j, a in enumerate(alphas):
+            z = rng.standard_normal(basis.shape[1] if basis is not None else F)
+            d = basis @ z if basis is not None else z
+            spread = float(np.std(X @ d))
+            d = d * (scale / spread) if spread > 0 else np.zeros(F)
+            c = float(rng.uniform(lo, hi))
+            out["coef"].append(c * W[j] + d); out["intercept"].append(b[j] + scale * float(rng.standard_normal()))
+            out["family"].append(1); out["alpha"].append(a); out["bootstrap"].append(k); out["coef_scale"].append(c)
+    return {"coef": np.asarray(out["coef"], np.float64).reshape(-1, F),
+            "intercept": np.asarray(out["intercept"], np.float64), "family": np.asarray(out["family"], np.int64),
+            "alpha": np.asarray(out["alpha"], np.float64), "bootstrap": np.asarray(out["bootstrap"], np.int64),
+            "coef_scale": np.asarray(out["coef_scale"], np.float64)}
+
+
+def pool_pairs(seed: int, split: str, n_rows: int, pool_size: int, per_row: int) -> np.ndarray:
+    """(n_rows, per_row) pool indices: row i is paired with ``per_row`` distinct vectors (when the pool
+    has that many), drawn from ``numpy_stream(seed, "ames", "pool", split, "pairs")``."""
+    rng = numpy_stream(seed, "ames", "pool", split, "pairs")
+    if per_row <= pool_size:
+        return np.argsort(rng.random((n_rows, pool_size)), axis=1)[:, :per_row]
+    return rng.integers(0, pool_size, size=(n_rows, per_row))
+
+
+def pool_arrays(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, seed: int, p: Mapping[str, Any]
+                ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The training and held-out pools of one seed, their row pairings, and a summary."""
+    arrays: dict[str, np.ndarray] = {}
+    summary: dict[str, Any] = {}
+    for split, k, X, per_row in (("train", p["pool_bootstraps"], Xtr, p["pool_pairs_per_row"]),
+                                 ("heldout", p["pool_heldout_bootstraps"], Xte, p["pool_eval_pairs_per_row"])):
+        if int(k) < 1:
+            raise AmesFitError(f"ames.pool_{'bootstraps' if split == 'train' else 'heldout_bootstraps'} "
+                               f"must be >= 1, got {k}")
+        pool = weight_pool(Xtr, ytr, seed, split, int(k), p)
+        for name, v in pool.items():
+            arrays[f"pool_{split}_{name}"] = v
+        pairs = pool_pairs(seed, split, len(X), len(pool["coef"]), int(per_row))
+        arrays[f"pool_{split}_pairs"] = pairs
+        preds = X @ pool["coef"].T + pool["intercept"]                          # (rows, K)
+        fam = {}
+        for f, name in enumerate(POOL_FAMILIES):
+            cols = preds[:, pool["family"] == f]
+            fam[name] = {"n_vectors": int(cols.shape[1]),
+                         # what ignoring w costs within the family: mean squared deviation from the
+                         # family's mean prediction per row (the best weight-blind guess for that row)
+                         "spread_mse": float(np.mean((cols - cols.mean(axis=1, keepdims=True)) ** 2)),
+                         "target_var": float(np.var(cols))}
+        summary[split] = {"n_bootstraps": int(k), "n_vectors": int(len(pool["coef"])), "pairs_per_row": int(per_row),
+                          "rows": "training rows" if split == "train" else "test rows", "families": fam}
+    return arrays, summary
+
+
 def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: Mapping[str, Any] | None = None
                ) -> dict[str, Any]:
     """Fit the three algorithms for one seed and mode.
 
-    Returns ``{"arrays": {...}, "summary": {...}}``: per algorithm ``coef_<a>`` (F,),
+    Returns ``{"arrays": {...}, "summary": {...}}``: in ``corrected`` mode the weight pool
+    (:func:`pool_arrays`: ``pool_{train,heldout}_{coef,intercept,family,alpha,bootstrap,coef_scale,pairs}``);
+    per algorithm ``coef_<a>`` (F,),
     ``intercept_<a>`` (scalar; 0 in ``reference_code``, where it is dropped), the
     prompt-encoded predictions ``pred_train_<a>``/``pred_test_<a>`` (``X w + b`` with
     the weights as the prompt carries them) and the training target ``target_train_<a>``
@@ -192,6 +338,15 @@ def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: M
             "seconds": time.perf_counter() - t0,
             **extra,
         }
+    if mode == "corrected":
+        preds = {a: out[f"pred_test_{a}"] for a in ALGORITHMS}
+        summary["algorithm_spread_test_mse"] = {
+            f"{a}-{b}": float(np.mean((preds[a] - preds[b]) ** 2))
+            for i, a in enumerate(ALGORITHMS) for b in ALGORITHMS[i + 1:]}
+        t0 = time.perf_counter()
+        pool, summary["pool"] = pool_arrays(Xtr, ytr, Xte, seed, p)
+        summary["pool"]["seconds"] = time.perf_counter() - t0
+        out.update(pool)
     return {"arrays": out, "summary": summary}
 
 
@@ -214,7 +369,8 @@ def fit_seed(params: Mapping[str, Any] | None, mode: str, seed: int, prepared_np
         meta = read_json(meta_path)
         summary["data"] = meta.get("input", {})
         summary["prepared_params"] = meta.get("params", {})
-    summary["params"] = {k: (dict(FIT_DEFAULTS) | dict(params or {}))[k] for k in FIT_KEYS}
+    keys = FIT_KEYS if mode == "corrected" else REFERENCE_FIT_KEYS
+    summary["params"] = {k: (dict(FIT_DEFAULTS) | dict(params or {}))[k] for k in keys}
     with atomic_path(out_npz) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, **res["arrays"])

@@ -57,10 +57,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from algo_emu import ablation as abl
 from algo_emu.cli import json_arg
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
-from algo_emu.data.ames_fits import ALGORITHMS, MODES
+from algo_emu.data.ames_fits import ALGORITHMS, MODES, POOL_FAMILIES
 from algo_emu.io import read_json, seed_metrics_path, sha256_file, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import numpy_stream, torch_stream
@@ -90,16 +91,31 @@ TRAIN_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "bat
 RESULT_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "attention")
 DEFAULTS: dict[str, Any] = {**data.DEFAULTS, **fits.FIT_DEFAULTS, **TRAIN_DEFAULTS}
 
+#: Prompt sets of the evaluation: the three algorithms' own fits (both modes) and, in corrected
+#: mode, weight vectors held out from training (one set per pool family).
+HELDOUT_SETS: tuple[str, ...] = tuple(f"heldout_{f}" for f in POOL_FAMILIES)
+
+
+def prompt_sets(mode: str) -> tuple[str, ...]:
+    return ALGORITHMS + (HELDOUT_SETS if mode == "corrected" else ())
+
+
 AMES_COLUMNS = [
     "mode", "algorithm", "emulation_mse_mean", "emulation_mse_std", "emulation_mse_ci_low", "emulation_mse_ci_high",
     "prediction_mse_mean", "prediction_mse_std", "algorithm_mse_mean", "algorithm_mse_std", "n_seeds",
+    "spread_mse_mean", "target_var_mean", "blind_mse_mean", "mse_over_blind",
     "alpha_mean", "n_nonzero_coef_mean", "n_features_mean", "all_coef_zero", "intercept_in_prompt", "target",
 ]
 RUN_COLUMNS = [
     "mode", "algorithm", "seed", "emulation_mse", "prediction_mse", "algorithm_mse", "algorithm_sklearn_mse",
-    "train_emulation_mse", "alpha", "n_nonzero_coef", "n_features", "all_coef_zero", "hidden", "epochs",
+    "train_emulation_mse", "target_mse", "blind_mse", "mse_over_blind", "spread_mse", "target_var", "n_prompts",
+    "alpha", "n_nonzero_coef", "n_features", "all_coef_zero", "hidden", "epochs",
     "bit_identical", "device", "config_hash", "data_provenance",
 ]
+#: Built-in ablations per prompt set: every prompt of an algorithm set carries the same weights,
+#: so ``other_prompt`` is the identity there; they get ``other_algorithm`` (donor) instead.
+ALGORITHM_ABLATIONS: tuple[str, ...] = ("permuted", "random", "zeros")
+HELDOUT_ABLATIONS: tuple[str, ...] = abl.ABLATIONS
 
 
 class AmesConfigError(ValueError):
@@ -150,6 +166,28 @@ def prompt_tokens(X: np.ndarray, coef: np.ndarray, intercept: float, mode: str) 
     return np.concatenate([X, W], axis=1)
 
 
+def prompt_layout(n_features: int, mode: str, name: str = "ames") -> abl.PromptLayout:
+    """Where the weights sit in a token (for the shared ablation mechanism): ``w`` (and ``b`` in corrected)."""
+    F = n_features
+    if mode == "corrected":
+        return abl.PromptLayout(f"{name} corrected [x; 1; w; b]", 2 * F + 2, ((F + 1, 2 * F + 1), (2 * F + 1, 2 * F + 2)))
+    return abl.PromptLayout(f"{name} reference_code [x; w]", 2 * F, ((F, 2 * F),))
+
+
+def pool_prompts(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray, pairs: np.ndarray, mode: str = "corrected"
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows paired with pool vectors: ``pairs`` (rows, k) -> tokens (rows * k, d_in), targets, vector index.
+
+    Prompt ``i * k + j`` is row i with vector ``pairs[i, j]``; its target is ``x_i . w + b``."""
+    rows, k = pairs.shape
+    r = np.repeat(np.arange(rows), k)
+    v = pairs.reshape(-1)
+    Xr, W, b = X[r], coef[v], intercept[v]
+    tokens = np.concatenate([Xr, np.ones((len(r), 1)), W, b[:, None]], axis=1) if mode == "corrected" \
+        else np.concatenate([Xr, W], axis=1)
+    return tokens, np.einsum("nf,nf->n", Xr, W) + b, v
+
+
 def algorithm_draw(seed: int, n_train: int) -> np.ndarray:
     """The algorithm of each training example (index into ALGORITHMS), from ``(seed, "ames", "algorithm")``."""
     return numpy_stream(seed, "ames", "algorithm").integers(0, len(ALGORITHMS), size=n_train)
@@ -157,8 +195,18 @@ def algorithm_draw(seed: int, n_train: int) -> np.ndarray:
 
 def training_examples(seed: int, prepared: Mapping[str, np.ndarray], fitted: Mapping[str, np.ndarray], mode: str
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(tokens (n_train, d_in), targets (n_train,), algorithm index (n_train,)) of one seed."""
+    """(tokens (n_train, d_in), targets (n_train,), label (n_train,)) of one seed.
+
+    corrected: every training row with ``pool_pairs_per_row`` vectors of the training pool (label =
+    the vector's family); reference_code (the published code, unchanged): every training row once,
+    with the weights of one algorithm drawn per row (label = algorithm index)."""
     X = np.asarray(prepared["X_train"], np.float64)
+    if mode == "corrected":
+        if "pool_train_coef" not in fitted:
+            raise ValueError("corrected fits without a weight pool (written before issue 10): rerun `ames fit`")
+        tokens, targets, v = pool_prompts(X, fitted["pool_train_coef"], fitted["pool_train_intercept"],
+                                          fitted["pool_train_pairs"], mode)
+        return tokens, targets, fitted["pool_train_family"][v]
     draw = algorithm_draw(seed, X.shape[0])
     tokens = np.empty((X.shape[0], token_width(X.shape[1], mode)))
     targets = np.empty(X.shape[0])
@@ -184,11 +232,15 @@ def _placeholder(k: int) -> list[torch.Generator]:
     return [torch_stream(0, "ames", "placeholder", i) for i in range(k)]
 
 
+ROLES: tuple[str, ...] = ("emulator", "blind")
+
+
 def build_group(group: Mapping, heads: int, total_tokens: int, attention: str = "auto", mode: str | None = None,
-                dtype: torch.dtype = torch.float32) -> EnsembleEmulator:
+                dtype: torch.dtype = torch.float32, role: str = "emulator") -> EnsembleEmulator:
     """One ensemble of a group. With ``mode``, member e is initialised exactly as a stand-alone
-    emulator of its own token width from ``torch_stream(seed, "ames", mode, "init")``, its extra
-    input rows zero; without, the values are placeholders (to be overwritten by a state dict)."""
+    emulator of its own token width from ``torch_stream(seed, "ames", mode, "init")`` (the weight-blind
+    baseline: ``(seed, "ames", mode, "blind", "init")``), its extra input rows zero; without, the
+    values are placeholders (to be overwritten by a state dict)."""
     members = group["members"]
     model = EnsembleEmulator(_placeholder(len(members)), d_in=group["d_in"], d_out=1, n_tokens=1,
                              hidden=group["hidden"], heads=heads, total_tokens=total_tokens, dtype=dtype,
@@ -197,7 +249,7 @@ def build_group(group: Mapping, heads: int, total_tokens: int, attention: str = 
         return model
     with torch.no_grad():
         for e, (seed, d_in) in enumerate(members):
-            alone = standalone(seed, d_in, group["hidden"], heads, total_tokens, mode, dtype)
+            alone = standalone(seed, d_in, group["hidden"], heads, total_tokens, mode, dtype, role)
             for name, param in model.named_parameters():
                 src = getattr(alone, name)[0]
                 if name == "w_in":
@@ -209,9 +261,13 @@ def build_group(group: Mapping, heads: int, total_tokens: int, attention: str = 
 
 
 def standalone(seed: int, d_in: int, hidden: int, heads: int, total_tokens: int, mode: str,
-               dtype: torch.dtype = torch.float32) -> EnsembleEmulator:
-    """The emulator of one seed at its own token width (a one-member ensemble)."""
-    return EnsembleEmulator([torch_stream(seed, "ames", mode, "init")], d_in=d_in, d_out=1, n_tokens=1,
+               dtype: torch.dtype = torch.float32, role: str = "emulator") -> EnsembleEmulator:
+    """The emulator (or weight-blind baseline) of one seed at its own token width (a one-member ensemble)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {list(ROLES)}, got {role!r}")
+    gen = torch_stream(seed, "ames", mode, "init") if role == "emulator" else torch_stream(seed, "ames", mode, "blind",
+                                                                                           "init")
+    return EnsembleEmulator([gen], d_in=d_in, d_out=1, n_tokens=1,
                             hidden=hidden, heads=heads, total_tokens=total_tokens, dtype=dtype)
 
 
@@ -259,8 +315,15 @@ def _load_seed(prepared_path: str | Path, fits_path: str | Path) -> tuple[dict, 
 
 def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int], prepared_paths: Sequence[str],
                fits_paths: Sequence[str], out: str | Path, checkpoint_dir: str | Path | None = None,
-               device_spec: str = "auto", threads: int | None = None) -> dict:
-    """Train every seed's emulator of ``mode``; save them frozen to ``out`` (+ ``out.json`` sidecar)."""
+               device_spec: str = "auto", threads: int | None = None, out_blind: str | Path | None = None) -> dict:
+    """Train every seed's emulator of ``mode``; save them frozen to ``out`` (+ ``out.json`` sidecar).
+
+    With ``out_blind``, then also the weight-blind baseline (:mod:`algo_emu.ablation`): the same block,
+    hidden width, heads, p, epochs, batch, lr, training prompts, targets and data order (same member
+    names, so the same shuffle stream), on tokens whose weight columns are removed
+    (:func:`algo_emu.ablation.strip_weights` with each seed's :func:`prompt_layout`); its own init
+    stream. Both sidecars record the training budget, which the evaluation checks is the same.
+    Returns the emulator's sidecar."""
     from algo_emu.frozen import save_frozen
 
     if mode not in MODES:
@@ -271,40 +334,71 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
         torch.set_num_threads(threads)
     device = resolve_device(device_spec)
     t0 = time.perf_counter()
-    per_seed, d_ins, inputs = {}, {}, {}
+    per_seed, d_ins, inputs, n_features = {}, {}, {}, {}
     for s, pp, fp in zip(seeds, prepared_paths, fits_paths):
         prepared, fitted = _load_seed(pp, fp)
         tokens, targets, draw = training_examples(s, prepared, fitted, mode)
         per_seed[s] = (tokens, targets)
         d_ins[s] = tokens.shape[1]
-        inputs[s] = {"prepared_sha256": sha256_file(pp), "fits_sha256": sha256_file(fp),
-                     "algorithm_counts": {a: int((draw == k).sum()) for k, a in enumerate(ALGORITHMS)}}
+        n_features[s] = int(prepared["X_train"].shape[1])
+        inputs[s] = {"prepared_sha256": sha256_file(pp), "fits_sha256": sha256_file(fp)}
+        if mode == "corrected":
+            inputs[s]["family_counts"] = {f: int((draw == k).sum()) for k, f in enumerate(POOL_FAMILIES)}
+        else:
+            inputs[s]["algorithm_counts"] = {a: int((draw == k).sum()) for k, a in enumerate(ALGORITHMS)}
     groups = layout(d_ins, p["heads"], p["hidden"])
     run = {k: p[k] for k in RESULT_KEYS} | {"mode": mode}
+    info = _train_role("emulator", p, mode, seeds, groups, per_seed, inputs, run, out, checkpoint_dir, device, t0)
+    if out_blind is not None:
+        t1 = time.perf_counter()
+        blind_tokens = {}
+        for s in seeds:
+            lay = prompt_layout(n_features[s], mode, f"ames seed {s}")
+            blind_tokens[s] = (abl.strip_weights(torch.as_tensor(per_seed[s][0]), lay).numpy(), per_seed[s][1])
+        # same hidden width per group as the emulator (the budget), the group's input = the widest blind token
+        bgroups = [{"hidden": g["hidden"], "d_in": max(blind_tokens[s][0].shape[1] for s, _ in g["members"]),
+                    "members": [[s, int(blind_tokens[s][0].shape[1])] for s, _ in g["members"]]} for g in groups]
+        _train_role("blind", p, mode, seeds, bgroups, blind_tokens, inputs, run | {"role": "blind"}, out_blind,
+                    checkpoint_dir, device, t1)
+    return info
+
+
+def _budget(p: Mapping[str, Any], hidden: int, n_train: int) -> dict:
+    return abl.budget(p, n_prompts=int(n_train), p=p["total_tokens"], hidden=int(hidden))
+
+
+def _train_role(role: str, p: Mapping[str, Any], mode: str, seeds: Sequence[int], groups: list[dict],
+                per_seed: Mapping[int, tuple], inputs: Mapping[int, dict], run: dict, out: str | Path,
+                checkpoint_dir: str | Path | None, device: torch.device, t0: float) -> dict:
+    from algo_emu.frozen import save_frozen
+
     cfg = TrainConfig(epochs=p["epochs"], batch_size=p["batch_size"], lr=p["lr"],
                       checkpoint_every=p["checkpoint_every"], compile=p["compile"])
-    models, history, seconds = [], {}, {}
+    models, history, seconds, budgets = [], {}, {}, {}
+    prefix = "" if role == "emulator" else "blind_"
     for g in groups:
         gseeds = [s for s, _ in g["members"]]
         task = AmesTask([per_seed[s][0] for s in gseeds], [per_seed[s][1] for s in gseeds], gseeds, mode, g["d_in"],
                         device)
-        model = build_group(g, p["heads"], p["total_tokens"], p["attention"], mode=mode).to(device)
+        model = build_group(g, p["heads"], p["total_tokens"], p["attention"], mode=mode, role=role).to(device)
         fingerprint = config_hash(run | {"group": g, "inputs": {s: inputs[s] for s in gseeds}})
-        ckpt = Path(checkpoint_dir) / f"h{g['hidden']}.pt" if checkpoint_dir else None
-        log.info("%s: group h=%d, d_in=%d, seeds %s (%d training rows each) on %s", mode, g["hidden"], g["d_in"],
-                 gseeds, task.n_train, device)
+        ckpt = Path(checkpoint_dir) / f"{prefix}h{g['hidden']}.pt" if checkpoint_dir else None
+        log.info("%s %s: group h=%d, d_in=%d, seeds %s (%d training prompts each) on %s", mode, role, g["hidden"],
+                 g["d_in"], gseeds, task.n_train, device)
         res = train_ensemble(model, task, cfg, checkpoint=ckpt, fingerprint=fingerprint)
         models.append(model.to("cpu"))
+        budgets[str(g["hidden"])] = _budget(p, g["hidden"], task.n_train)
         for e, s in enumerate(gseeds):
             history[s] = [{"epoch": h["epoch"], "train_loss": h["train_loss"][e]} for h in res.history]
         seconds[g["hidden"]] = {"train_seconds_this_call": res.seconds, "epochs_run_this_call": res.epochs_run,
                                 "resumed_from_epoch": res.resumed_from,
                                 "epoch_seconds": [h["seconds"] for h in res.history]}
-    meta = {"experiment": "ames", "mode": mode, "heads": p["heads"], "total_tokens": p["total_tokens"],
-            "attention": models[0].resolved_attention(next(models[0].parameters()).device), "groups": groups, "seeds": [int(s) for s in seeds]}
+    meta = {"experiment": "ames", "mode": mode, "role": role, "heads": p["heads"], "total_tokens": p["total_tokens"],
+            "attention": models[0].resolved_attention(next(models[0].parameters()).device), "groups": groups,
+            "seeds": [int(s) for s in seeds]}
     extra = {"params": run, "config_hash": config_hash(run), "inputs": {str(s): v for s, v in inputs.items()},
-             "history": {str(s): v for s, v in history.items()}, "timing": {"wall_seconds_job": time.perf_counter() - t0,
-                                                                            "groups": seconds},
+             "budget": budgets, "history": {str(s): v for s, v in history.items()},
+             "timing": {"wall_seconds_job": time.perf_counter() - t0, "groups": seconds},
              "environment": environment(device)}
     return save_frozen(out, torch.nn.ModuleList(models), meta, extra)
 
@@ -312,25 +406,111 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
 # --------------------------------------------------------------------------- evaluation
 
 
+def eval_sets(prepared: Mapping[str, np.ndarray], fitted: Mapping[str, np.ndarray], mode: str) -> dict[str, dict]:
+    """The evaluation prompts of one seed, on its test rows: ``{set: {"tokens" (N, d_in), "encoded" (N,)
+    (the prediction the prompt's weights encode), "target" (N,) (the mode's training target: encoded in
+    corrected, the log price in reference_code), "row", "vector", "spread_mse", "donor" (N, n_weights)
+    or None}}``.
+
+    Algorithm sets: every test row with that algorithm's weights; ``donor`` = the next algorithm's weights
+    (linear -> ridge -> lasso -> linear), for the ``other_algorithm`` ablation; ``spread_mse`` = mean over
+    the other two algorithms of the MSE between their test predictions and this one's. Held-out sets
+    (corrected): test rows paired with held-out pool vectors of one family (``pool_heldout_pairs``);
+    ``spread_mse`` = mean squared deviation of the family's test predictions from their per-row mean
+    (what a model that ignores w but knows the family loses at best).
+    """
+    X, y = np.asarray(prepared["X_test"], np.float64), np.asarray(prepared["y_test"], np.float64)
+    rows = np.arange(len(X))
+    sets: dict[str, dict] = {}
+    for i, algo in enumerate(ALGORITHMS):
+        coef, b = fitted[f"coef_{algo}"], float(fitted[f"intercept_{algo}"])
+        nxt = ALGORITHMS[(i + 1) % len(ALGORITHMS)]
+        donor_w = np.concatenate([fitted[f"coef_{nxt}"], [float(fitted[f"intercept_{nxt}"])]]) if mode == "corrected" \
+            else fitted[f"coef_{nxt}"]
+        enc = fitted[f"pred_test_{algo}"]
+        sets[algo] = {"tokens": prompt_tokens(X, coef, b, mode), "encoded": enc,
+                      "target": enc if mode == "corrected" else y, "log_price": y, "row": rows,
+                      "vector": np.full(len(X), -1), "donor": np.broadcast_to(donor_w, (len(X), donor_w.size)).copy(),
+                      "spread_mse": float(np.mean([np.mean((enc - fitted[f"pred_test_{o}"]) ** 2)
+                                                   for o in ALGORITHMS if o != algo]))}
+    if mode == "corrected":
+        coef, icpt, fam = fitted["pool_heldout_coef"], fitted["pool_heldout_intercept"], fitted["pool_heldout_family"]
+        tokens, enc, v = pool_prompts(X, coef, icpt, fitted["pool_heldout_pairs"], mode)
+        r = np.repeat(rows, fitted["pool_heldout_pairs"].shape[1])
+        for f, name in enumerate(POOL_FAMILIES):
+            keep = fam[v] == f
+            preds = X @ coef[fam == f].T + icpt[fam == f]
+            sets[f"heldout_{name}"] = {
+                "tokens": tokens[keep], "encoded": enc[keep], "target": enc[keep], "log_price": y[r[keep]],
+                "row": r[keep], "vector": v[keep], "donor": None,
+                "spread_mse": float(np.mean((preds - preds.mean(axis=1, keepdims=True)) ** 2))}
+    return sets
+
+
+def _forward(model: torch.nn.ModuleList, meta: Mapping, tokens: Mapping[int, np.ndarray], device: torch.device,
+             chunk: int = 4096) -> dict[int, np.ndarray]:
+    """Outputs of every seed's member on its own tokens ``{seed: (N_s, d_s)}`` (padded per group)."""
+    out: dict[int, np.ndarray] = {}
+    for gi, g in enumerate(meta["groups"]):
+        members = [(s, d) for s, d in g["members"] if s in tokens]
+        if not members:
+            continue
+        for s, d in members:
+            if tokens[s].shape[1] != d:
+                raise ValueError(f"seed {s}: tokens of width {tokens[s].shape[1]}, its member takes {d}")
+        N = max(len(tokens[s]) for s, _ in members)
+        res = {s: np.empty(len(tokens[s])) for s, _ in members}
+        index = {s: e for e, (s, _) in enumerate(g["members"])}
+        for start in range(0, N, chunk):
+            stop = min(N, start + chunk)
+            batch = np.zeros((len(g["members"]), stop - start, g["d_in"]))
+            for s, d in members:
+                t = tokens[s][start:stop]
+                batch[index[s], :len(t), :d] = t
+            x = torch.as_tensor(batch, dtype=torch.float32, device=device)[:, :, None, :]
+            y = model[gi](x)[:, :, 0, 0].to("cpu", torch.float64).numpy()
+            for s, _ in members:
+                n = max(0, min(stop, len(tokens[s])) - start)
+                res[s][start:start + n] = y[index[s], :n]
+        out.update(res)
+    return out
+
+
+def _load_checked(path: str | Path, role: str, mode: str, device: torch.device) -> tuple[torch.nn.Module, dict, str]:
+    from algo_emu.frozen import load_frozen
+
+    sha = sha256_file(path)
+    model, info = load_frozen(path, build_frozen, device)
+    meta = info["meta"]
+    if meta["mode"] != mode:
+        raise ValueError(f"{path} holds {meta['mode']!r} emulators, not {mode!r}")
+    if meta.get("role", "emulator") != role:
+        raise ValueError(f"{path} holds the {meta.get('role', 'emulator')!r} models, not the {role!r} ones")
+    return model, info, sha
+
+
 def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], fits_paths: Sequence[str],
                   emulator: str | Path, out_dir: str | Path, predictions_csv: str | Path,
-                  device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
-    """Evaluate the frozen emulators of ``mode`` on each seed's test rows, per algorithm.
+                  device_spec: str = "auto", threads: int | None = None, blind: str | Path | None = None
+                  ) -> dict[int, dict]:
+    """Evaluate the frozen emulators of ``mode`` on each seed's test rows, per prompt set, with prompt
+    ablations (:mod:`algo_emu.ablation`) and, given ``blind``, beside the weight-blind baseline.
 
-    Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, algorithm and test row).
+    Prompt sets: :func:`eval_sets`. Ablations (the target unchanged): algorithm sets ``permuted``,
+    ``random``, ``zeros`` and ``other_algorithm``; held-out sets ``other_prompt``, ``permuted``, ``random``,
+    ``zeros``; streams ``(seed, "ames", mode, set, "ablation", name)``. The baseline must have been trained
+    with the same budget (:func:`algo_emu.ablation.check_budget`) on the same files.
+    Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, set and prompt).
     """
-    from algo_emu.frozen import frozen, load_frozen, parameter_digest
+    from algo_emu.frozen import frozen, parameter_digest
 
     _check_lengths(seeds, prepared_paths, fits_paths)
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(device_spec)
     t0 = time.perf_counter()
-    file_sha_before = sha256_file(emulator)
-    model, info = load_frozen(emulator, build_frozen, device)
+    model, info, file_sha_before = _load_checked(emulator, "emulator", mode, device)
     meta = info["meta"]
-    if meta["mode"] != mode:
-        raise ValueError(f"{emulator} holds {meta['mode']!r} emulators, not {mode!r}")
     where = {s: (gi, e) for gi, g in enumerate(meta["groups"]) for e, (s, _) in enumerate(g["members"])}
     missing = [s for s in seeds if s not in where]
     if missing:
@@ -341,69 +521,104 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
         for path, key in ((pp, "prepared_sha256"), (fp, "fits_sha256")):
             if trained_on[key] != sha256_file(path):
                 raise ValueError(f"seed {s}: {path} is not the file {emulator} was trained on (sha256 differs)")
+    bmodel = binfo = None
+    if blind is not None:
+        bmodel, binfo, bsha_before = _load_checked(blind, "blind", mode, device)
+        for s in seeds:
+            if binfo["inputs"].get(str(s)) != info["inputs"][str(s)]:
+                raise ValueError(f"seed {s}: the weight-blind baseline {blind} was not trained on the files of {emulator}")
+        for h, b in info.get("budget", {}).items():
+            if h not in binfo.get("budget", {}):
+                raise ValueError(f"the weight-blind baseline {blind} has no model of hidden width {h}")
+            abl.check_budget(b, binfo["budget"][h])
 
-    def run(gi: int, rows_key: str, algo: str) -> dict[int, np.ndarray]:
-        g = meta["groups"][gi]
-        batch = np.zeros((len(g["members"]), loaded[g["members"][0][0]][0][rows_key].shape[0], g["d_in"]))
-        for e, (s, d_in) in enumerate(g["members"]):
-            prepared, fitted = loaded[s]
-            batch[e, :, :d_in] = prompt_tokens(prepared[rows_key], fitted[f"coef_{algo}"],
-                                               float(fitted[f"intercept_{algo}"]), mode)
-        x = torch.as_tensor(batch, dtype=torch.float32, device=device)[:, :, None, :]
-        y = model[gi](x)[:, :, 0, 0].to("cpu", torch.float64).numpy()
-        return {s: y[e] for e, (s, _) in enumerate(g["members"])}
-
+    sets = {s: eval_sets(*loaded[s], mode) for s in seeds}
+    layouts = {s: prompt_layout(int(loaded[s][0]["X_test"].shape[1]), mode, f"ames seed {s}") for s in seeds}
+    names = prompt_sets(mode)
+    variants: dict[str, dict[str, dict[int, np.ndarray]]] = {}   # set -> variant -> seed -> tokens
+    for name in names:
+        variants[name] = {abl.NONE: {s: sets[s][name]["tokens"] for s in seeds}}
+        for s in seeds:
+            x = torch.as_tensor(sets[s][name]["tokens"], dtype=torch.float64)[:, None, :]
+            donor = sets[s][name]["donor"]
+            ab = abl.ablated_inputs(x, layouts[s], s, ("ames", mode, name),
+                                    ablations=ALGORITHM_ABLATIONS if donor is not None else HELDOUT_ABLATIONS,
+                                    donors={"other_algorithm": torch.as_tensor(donor)} if donor is not None else None)
+            for a, t in ab.items():
+                variants[name].setdefault(a, {})[s] = t[:, 0, :].numpy()
     record: dict = {}
-    emulated: dict[str, dict[str, dict[int, np.ndarray]]] = {"X_test": {}, "X_train": {}}
+    brecord: dict = {}
+    outputs: dict[str, dict[str, dict[int, np.ndarray]]] = {}
+    train_out: dict[str, dict[int, np.ndarray]] = {}
     with frozen(model, record):
-        for rows_key in emulated:
-            for algo in ALGORITHMS:
-                emulated[rows_key][algo] = {}
-                for gi in range(len(meta["groups"])):
-                    emulated[rows_key][algo].update(run(gi, rows_key, algo))
-    record["digest_at_save"] = info["param_digest"]
-    record["matches_saved"] = parameter_digest(model) == info["param_digest"]
-    record["file_sha256_before"], record["file_sha256_after"] = file_sha_before, sha256_file(emulator)
-    if not (record["bit_identical"] and record["matches_saved"] and file_sha_before == record["file_sha256_after"]):
-        raise RuntimeError(f"{emulator}: the frozen emulator changed during evaluation: {record}")
+        for name in names:
+            outputs[name] = {a: _forward(model, meta, toks, device) for a, toks in variants[name].items()}
+        for algo in ALGORITHMS:  # the training rows with each algorithm's weights
+            train_out[algo] = _forward(model, meta, {s: prompt_tokens(loaded[s][0]["X_train"], loaded[s][1][f"coef_{algo}"],
+                                                                       float(loaded[s][1][f"intercept_{algo}"]), mode)
+                                                     for s in seeds}, device)
+    if bmodel is not None:
+        with frozen(bmodel, brecord):
+            for name in names:
+                stripped = {s: abl.strip_weights(torch.as_tensor(variants[name][abl.NONE][s]), layouts[s]).numpy()
+                            for s in seeds}
+                outputs[name][abl.BLIND] = _forward(bmodel, binfo["meta"], stripped, device)
+    _check_unchanged(emulator, model, info, record, file_sha_before)
+    if bmodel is not None:
+        _check_unchanged(blind, bmodel, binfo, brecord, bsha_before)
     env = environment(device)
     wall = time.perf_counter() - t0
     out, pred_rows = {}, []
     for s, pp, fp in zip(seeds, prepared_paths, fits_paths):
         prepared, fitted = loaded[s]
         summary = read_json(Path(fp).with_suffix(".json")) if Path(fp).with_suffix(".json").is_file() else {}
-        yte, ytr = prepared["y_test"], prepared["y_train"]
-        per_algo = {}
-        for algo in ALGORITHMS:
-            emu, alg = emulated["X_test"][algo][s], fitted[f"pred_test_{algo}"]
-            emu_tr = emulated["X_train"][algo][s]
-            fs = summary.get("algorithms", {}).get(algo, {})
-            per_algo[algo] = {
-                "emulation_mse": float(np.mean((emu - alg) ** 2)),
-                "prediction_mse": float(np.mean((emu - yte) ** 2)),
-                "algorithm_mse": float(np.mean((alg - yte) ** 2)),
-                "algorithm_sklearn_mse": fs.get("sklearn_mse_test"),
-                "train_emulation_mse": float(np.mean((emu_tr - fitted[f"pred_train_{algo}"]) ** 2)),
-                "train_prediction_mse": float(np.mean((emu_tr - ytr) ** 2)),
-                "alpha": fs.get("alpha"), "n_nonzero_coef": int(np.count_nonzero(fitted[f"coef_{algo}"])),
-                "all_coef_zero": bool(not np.any(fitted[f"coef_{algo}"])),
-            }
-            pred_rows.append(pd.DataFrame({"mode": mode, "seed": s, "algorithm": algo,
-                                           "row": prepared["test_index"], "log_price": yte,
-                                           "algorithm_prediction": alg, "emulated": emu}))
+        ytr = prepared["y_train"]
+        per_set = {}
+        for name in names:
+            st = sets[s][name]
+            emu = outputs[name][abl.NONE][s]
+            mses = {a: float(np.mean((o[s] - st["target"]) ** 2)) for a, o in outputs[name].items()}
+            r = {"n_prompts": int(len(emu)), "target": "encoded prediction" if mode == "corrected" else "log price",
+                 "emulation_mse": float(np.mean((emu - st["encoded"]) ** 2)),
+                 "prediction_mse": float(np.mean((emu - st["log_price"]) ** 2)),
+                 "algorithm_mse": float(np.mean((st["encoded"] - st["log_price"]) ** 2)),
+                 "target_mse": mses[abl.NONE], "blind_mse": mses.get(abl.BLIND),
+                 "mse_over_blind": (mses[abl.NONE] / mses[abl.BLIND]) if abl.BLIND in mses else None,
+                 "spread_mse": st["spread_mse"], "target_var": float(np.var(st["target"])),
+                 "ablations": mses}
+            if name in ALGORITHMS:
+                fs = summary.get("algorithms", {}).get(name, {})
+                r.update({"algorithm_sklearn_mse": fs.get("sklearn_mse_test"),
+                          "train_emulation_mse": float(np.mean((train_out[name][s] - fitted[f"pred_train_{name}"]) ** 2)),
+                          "train_prediction_mse": float(np.mean((train_out[name][s] - ytr) ** 2)),
+                          "alpha": fs.get("alpha"), "n_nonzero_coef": int(np.count_nonzero(fitted[f"coef_{name}"])),
+                          "all_coef_zero": bool(not np.any(fitted[f"coef_{name}"]))})
+            else:
+                r.update({"algorithm_mse": None, "n_vectors": int(len(np.unique(st["vector"]))),
+                          "vector_mse_median": float(pd.Series((emu - st["target"]) ** 2).groupby(st["vector"]).mean()
+                                                     .median())})
+            per_set[name] = r
+            pred_rows.append(pd.DataFrame({
+                "mode": mode, "seed": s, "algorithm": name, "row": prepared["test_index"][st["row"]],
+                "vector": st["vector"], "log_price": st["log_price"], "algorithm_prediction": st["encoded"],
+                "emulated": emu, "blind": outputs[name][abl.BLIND][s] if abl.BLIND in outputs[name] else np.nan}))
         gi, e = where[s]
         metrics = {
-            "experiment": "ames", "mode": mode, "seed": int(s), "algorithms": per_algo,
-            "target": "algorithm prediction" if mode == "corrected" else "log1p(SalePrice)",
+            "experiment": "ames", "mode": mode, "seed": int(s), "prompt_sets": per_set,
+            "target": "encoded prediction (x.w + b)" if mode == "corrected" else "log1p(SalePrice)",
             "intercept_in_prompt": mode == "corrected",
-            "n_features": int(prepared["X_train"].shape[1]), "n_train": int(len(ytr)), "n_test": int(len(yte)),
+            "n_features": int(prepared["X_train"].shape[1]), "n_train": int(len(ytr)),
+            "n_test": int(len(prepared["y_test"])),
             "token_width": meta["groups"][gi]["members"][e][1], "hidden": meta["groups"][gi]["hidden"],
             "group_input_width": meta["groups"][gi]["d_in"],
             "params": info["params"], "config_hash": info["config_hash"],
+            "budget": info.get("budget", {}).get(str(meta["groups"][gi]["hidden"])),
             "fit": {k: v for k, v in summary.items() if k not in ("data",)},
             "data": summary.get("data", {}),
             "history": info["history"][str(s)],
+            "blind_history": binfo["history"][str(s)] if binfo else None,
             "frozen": {"file": str(emulator), "sha256": info["sha256"], **record},
+            "blind_frozen": {"file": str(blind), "sha256": binfo["sha256"], **brecord} if binfo else None,
             "timing": {"train": info["timing"], "wall_seconds_evaluate": wall},
             "environment": env,
         }
@@ -413,6 +628,16 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
     return out
 
 
+def _check_unchanged(path, model, info, record, sha_before) -> None:
+    from algo_emu.frozen import parameter_digest
+
+    record["digest_at_save"] = info["param_digest"]
+    record["matches_saved"] = parameter_digest(model) == info["param_digest"]
+    record["file_sha256_before"], record["file_sha256_after"] = sha_before, sha256_file(path)
+    if not (record["bit_identical"] and record["matches_saved"] and sha_before == record["file_sha256_after"]):
+        raise RuntimeError(f"{path}: the frozen model changed during evaluation: {record}")
+
+
 # --------------------------------------------------------------------------- tables
 
 
@@ -420,14 +645,20 @@ def load_runs(paths: Sequence[str]) -> pd.DataFrame:
     rows = []
     for path in paths:
         m = read_json(path)
-        for algo, r in m["algorithms"].items():
+        if "prompt_sets" not in m:
+            raise ValueError(f"{path}: metrics without prompt_sets (written before issue 10): rerun `ames evaluate`")
+        for name, r in m["prompt_sets"].items():
             rows.append({
-                "mode": m["mode"], "algorithm": algo, "seed": m["seed"], "emulation_mse": r["emulation_mse"],
-                "prediction_mse": r["prediction_mse"], "algorithm_mse": r["algorithm_mse"],
-                "algorithm_sklearn_mse": r["algorithm_sklearn_mse"], "train_emulation_mse": r["train_emulation_mse"],
-                "alpha": r["alpha"], "n_nonzero_coef": r["n_nonzero_coef"], "n_features": m["n_features"],
-                "all_coef_zero": r["all_coef_zero"], "hidden": m["hidden"], "epochs": m["params"]["epochs"],
-                "bit_identical": m["frozen"]["bit_identical"], "device": m["environment"]["device"],
+                "mode": m["mode"], "algorithm": name, "seed": m["seed"], "emulation_mse": r["emulation_mse"],
+                "prediction_mse": r["prediction_mse"], "algorithm_mse": r.get("algorithm_mse"),
+                "algorithm_sklearn_mse": r.get("algorithm_sklearn_mse"),
+                "train_emulation_mse": r.get("train_emulation_mse"), "target_mse": r["target_mse"],
+                "blind_mse": r.get("blind_mse"), "mse_over_blind": r.get("mse_over_blind"),
+                "spread_mse": r["spread_mse"], "target_var": r["target_var"], "n_prompts": r["n_prompts"],
+                "alpha": r.get("alpha"), "n_nonzero_coef": r.get("n_nonzero_coef"), "n_features": m["n_features"],
+                "all_coef_zero": r.get("all_coef_zero"), "hidden": m["hidden"], "epochs": m["params"]["epochs"],
+                "bit_identical": m["frozen"]["bit_identical"] and (m.get("blind_frozen") or {}).get("bit_identical", True),
+                "device": m["environment"]["device"],
                 "config_hash": m["config_hash"], "data_provenance": data_provenance([m]),
             })
     if not rows:
@@ -435,28 +666,60 @@ def load_runs(paths: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
-def ames_table(runs: pd.DataFrame, modes: Sequence[str]) -> pd.DataFrame:
+def ablation_runs(paths: Sequence[str]) -> pd.DataFrame:
+    """Tidy per-seed ablation rows (:func:`algo_emu.ablation.ablation_rows`; setting column ``algorithm``)."""
+    rows = []
+    for path in paths:
+        m = read_json(path)
+        for name, r in m["prompt_sets"].items():
+            rows += abl.ablation_rows("ames", m["mode"], {"algorithm": name}, m["seed"], r["ablations"])
+    return pd.DataFrame(rows)
+
+
+def ablation_summary(paths: Sequence[str], modes: Sequence[str]) -> pd.DataFrame:
+    """:func:`algo_emu.ablation.ablation_table` of every (mode, prompt set), rows in table order."""
+    table = abl.ablation_table(ablation_runs(paths), ["algorithm"])
+    order = {(m, a): i for i, (m, a) in enumerate((m, a) for m in modes for a in prompt_sets(m))}
+    key = table.apply(lambda r: order.get((r["mode"], r["algorithm"]), len(order)), axis=1)
+    return table.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def ames_table(runs: pd.DataFrame, modes: Sequence[str], ablations: pd.DataFrame | None = None) -> pd.DataFrame:
     rows = []
     for mode in modes:
-        for algo in ALGORITHMS:
+        for algo in prompt_sets(mode):
             sel = runs[(runs["mode"] == mode) & (runs.algorithm == algo)].sort_values("seed")
             if sel.empty:
                 raise ValueError(f"no runs for mode={mode}, algorithm={algo}")
             emu = summarise(sel.emulation_mse.to_numpy(), prefix="emulation_mse")
             pred = summarise(sel.prediction_mse.to_numpy(), prefix="prediction_mse")
-            alg = summarise(sel.algorithm_mse.to_numpy(), prefix="algorithm_mse")
+            held = algo not in ALGORITHMS
+            alg = summarise(pd.to_numeric(sel.algorithm_mse).to_numpy(np.float64), prefix="algorithm_mse")
             alphas = pd.to_numeric(sel.alpha, errors="coerce")
+            blind = pd.to_numeric(sel.blind_mse, errors="coerce")
             rows.append({
                 "mode": mode, "algorithm": algo, **emu,
-                "prediction_mse_mean": pred["prediction_mse_mean"], "prediction_mse_std": pred["prediction_mse_std"],
-                "algorithm_mse_mean": alg["algorithm_mse_mean"], "algorithm_mse_std": alg["algorithm_mse_std"],
+                "prediction_mse_mean": float("nan") if held else pred["prediction_mse_mean"],
+                "prediction_mse_std": float("nan") if held else pred["prediction_mse_std"],
+                "algorithm_mse_mean": float("nan") if held else alg["algorithm_mse_mean"],
+                "algorithm_mse_std": float("nan") if held else alg["algorithm_mse_std"],
+                "n_seeds": emu["n_seeds"],
+                "spread_mse_mean": float(sel.spread_mse.mean()), "target_var_mean": float(sel.target_var.mean()),
+                "blind_mse_mean": float(blind.mean()),
+                "mse_over_blind": float(sel.target_mse.mean() / blind.mean()) if blind.notna().all() else float("nan"),
                 "alpha_mean": float(alphas.mean()) if alphas.notna().any() else float("nan"),
-                "n_nonzero_coef_mean": float(sel.n_nonzero_coef.mean()), "n_features_mean": float(sel.n_features.mean()),
-                "all_coef_zero": bool(sel.all_coef_zero.astype(bool).all()),
+                "n_nonzero_coef_mean": float(pd.to_numeric(sel.n_nonzero_coef).mean()) if not held else float("nan"),
+                "n_features_mean": float(sel.n_features.mean()),
+                "all_coef_zero": bool(sel.all_coef_zero.astype(bool).all()) if not held else False,
                 "intercept_in_prompt": mode == "corrected",
-                "target": "algorithm prediction" if mode == "corrected" else "log price",
+                "target": "encoded prediction" if mode == "corrected" else "log price",
             })
-    return pd.DataFrame(rows, columns=AMES_COLUMNS)
+    table = pd.DataFrame(rows, columns=AMES_COLUMNS)
+    if ablations is not None:  # the shared mechanism's ratio; equal to the one above (a test checks it)
+        tmp = table.assign(_t=[float(runs[(runs["mode"] == r["mode"]) & (runs.algorithm == r["algorithm"])]
+                                     .target_mse.mean()) for _, r in table.iterrows()])
+        table["mse_over_blind"] = abl.over_blind(tmp, ablations, on=["mode", "algorithm"], column="_t")
+    return table
 
 
 def data_provenance(metrics: Sequence[dict]) -> str:
@@ -486,33 +749,94 @@ def lasso_note(runs: pd.DataFrame) -> str:
             f"carries w = 0 and the emulator can only ignore it.")
 
 
-def caption(runs: pd.DataFrame, metrics: Sequence[dict]) -> str:
+def _fmt_mse(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def findings(table: pd.DataFrame) -> str:
+    """One sentence per mode, stating only what the numbers show (read against the weight-blind baseline)."""
+    out = []
+    for mode in dict.fromkeys(table["mode"]):
+        t = table[table["mode"] == mode].set_index("algorithm")
+        ratios = ", ".join(f"{a} {t.loc[a, 'mse_over_blind']:.2f}" for a in t.index)
+        if t.mse_over_blind.isna().all():
+            continue
+        beats = [a for a in t.index if t.loc[a, "mse_over_blind"] < 0.5]
+        verdict = (f"below half the baseline's MSE on: {', '.join(beats)}" if beats
+                   else "not below half the baseline's MSE on any prompt set")
+        out.append(f"{mode}: MSE / weight-blind MSE = {ratios}; {verdict}.")
+    return " ".join(out)
+
+
+def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | None = None) -> str:
     m0 = metrics[0]
     p = m0["params"]
     devices = ", ".join(sorted(runs.device.unique()))
     hidden = ", ".join(str(h) for h in sorted(runs.hidden.unique()))
     n_tr, n_te = m0["n_train"], m0["n_test"]
-    return (
-        "Ames Housing: one frozen emulator per seed and mode, trained on mixed prompts (algorithm drawn per training "
-        "example), evaluated on the held-out rows with each algorithm's weights in its one-token prompt. "
-        "emulation_mse: emulator vs the algorithm's prediction as the prompt encodes it; prediction_mse: emulator vs "
-        "log price; algorithm_mse: the algorithm's prediction vs log price (mean, sample std over seeds; CI: 95% "
-        "bootstrap of the mean). corrected: fit on training rows, intercept in the prompt, Ridge/Lasso alpha by "
-        "seeded K-fold CV, training target = the algorithm's prediction. reference_code (the published code): fit "
-        "on all rows, intercept dropped, alpha = 1, training target = log price for every algorithm, so "
-        "algorithm_mse there is the intercept-free prediction's error."
+    pool = next((m["fit"].get("pool") for m in metrics if m["mode"] == "corrected" and m["fit"].get("pool")), None)
+    fp = next((m["fit"].get("params") for m in metrics if m["mode"] == "corrected"), None) or {}
+    pool_text = ""
+    if pool:
+        pool_text = (
+            f" corrected trains on a weight pool per seed: {pool['train']['n_vectors']} vectors ("
+            f"Ridge refits on {pool['train']['n_bootstraps']} bootstrap resamples x {fp.get('pool_n_alphas')} alphas "
+            f"10^{fp.get('pool_log10_alpha_min')}..10^{fp.get('pool_log10_alpha_max')}, and one perturbed copy of each: "
+            f"w scaled by U({fp.get('pool_coef_scale_min')}, {fp.get('pool_coef_scale_max')}) plus a random direction "
+            f"and intercept shift of {fp.get('pool_perturb_scale')} x std(y)), each training row paired with "
+            f"{pool['train']['pairs_per_row']} of them; heldout_refit/heldout_perturbed rows: test rows with vectors "
+            f"from {pool['heldout']['n_bootstraps']} other resamples, never seen in training "
+            f"({pool['heldout']['pairs_per_row']} per test row). The three algorithms' fits are not in the training "
+            f"pool either.")
+    text = (
+        "Ames Housing: one frozen emulator per seed and mode, evaluated on the held-out rows. Rows linear/ridge/lasso: "
+        "each algorithm's weights in the one-token prompt; emulation_mse: emulator vs the prediction the prompt "
+        "encodes; prediction_mse: emulator vs log price; algorithm_mse: the algorithm's prediction vs log price "
+        "(mean, sample std over seeds; CI: 95% bootstrap of the mean). spread_mse: algorithm rows, the mean MSE between "
+        "this algorithm's test predictions and the other two's; held-out rows, the mean squared deviation of the "
+        "family's predictions from their per-row mean (what ignoring w costs at best). blind_mse: a weight-blind "
+        "baseline (same block, hidden width, heads, p, prompts, targets, data order, epochs, batch, lr; weight "
+        "columns removed from its input) against the same target; mse_over_blind: the emulator's MSE against the "
+        "mode's target / blind_mse (1 = no better than ignoring the weights). corrected: fit on training rows, "
+        "intercept in the prompt, Ridge/Lasso alpha by seeded K-fold CV, target = the prompt's encoded prediction."
+        f"{pool_text} reference_code (the published code): fit on all rows, intercept dropped, alpha = 1, target = "
+        "log price for every algorithm, so the weights cannot matter there by construction and algorithm_mse is "
+        "the intercept-free prediction's error."
         f"{lasso_note(runs)} Data: {data_provenance(metrics)}; {n_tr} training / {n_te} test rows per seed. "
         f"Emulator: n = 1 token, p = {p['total_tokens']}, H = {p['heads']}, h = {hidden}, d_out = 1; "
-        f"{p['epochs']} epochs, batch {p['batch_size']}, Adam lr {p['lr']}. Frozen parameters bit-identical before "
-        f"and after evaluation: {bool(runs.bit_identical.all())}. Device: {devices}."
+        f"{p['epochs']} epochs, batch {p['batch_size']}, Adam lr {p['lr']}. Frozen parameters (emulator and "
+        f"baseline) bit-identical before and after evaluation: {bool(runs.bit_identical.all())}. Device: {devices}."
+    )
+    if table is not None:
+        text += " Read against the baseline: " + findings(table)
+    return text
+
+
+def ablation_caption(ablations: pd.DataFrame, metrics: Sequence[dict]) -> str:
+    p = metrics[0]["params"]
+    return (
+        "Ames Housing, prompt ablations (algo_emu.ablation): the frozen emulator's MSE against the ORIGINAL prompt's "
+        "target when the prompt's weights (w, and b in corrected) are replaced; mean, sample std and 95% bootstrap "
+        "CI over seeds. none: unablated; weight_blind: the weight-blind baseline (same block, budget, prompts and "
+        "targets, no weight columns); other_prompt: another prompt's vector (held-out sets); other_algorithm: the "
+        "next algorithm's fit (linear->ridge->lasso->linear); permuted: coordinates permuted per prompt; random: "
+        "normal draws rescaled to the prompt's own norm per block; zeros: all weights zero. A model that reads the "
+        "weights gets much worse under ablation than 'none'; one that ignores them scores the same. "
+        "mse_over_blind = mse_mean / weight_blind's mse_mean. "
+        f"p = {p['total_tokens']}, H = {p['heads']}, {p['epochs']} epochs."
     )
 
 
-def aggregate(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str | Path, runs_csv: str | Path) -> None:
+def aggregate(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str | Path, runs_csv: str | Path,
+              ablation_csv: str | Path | None = None) -> None:
     metrics = [read_json(p) for p in metrics_paths]
     runs = load_runs(metrics_paths)
     write_csv(runs_csv, runs.sort_values(["mode", "algorithm", "seed"]))
-    write_table(ames_table(runs, modes), table_csv, caption(runs, metrics), label="tab:ames")
+    ablations = ablation_summary(metrics_paths, modes) if ablation_csv is not None else None
+    table = ames_table(runs, modes, ablations)
+    write_table(table, table_csv, caption(runs, metrics, table), label="tab:ames")
+    if ablation_csv is not None:
+        write_table(ablations, ablation_csv, ablation_caption(ablations, metrics), label="tab:ames_ablation")
 
 
 # --------------------------------------------------------------------------- command line
@@ -541,18 +865,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     train_mode(_params(args), args.mode, args.seeds, args.prepared, args.fits, args.out, args.checkpoint_dir,
-               args.device, args.threads)
+               args.device, args.threads, args.out_blind)
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     evaluate_mode(args.mode, args.seeds, args.prepared, args.fits, args.emulator, args.out_dir, args.predictions,
-                  args.device, args.threads)
+                  args.device, args.threads, args.blind)
     return 0
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    aggregate(args.modes, args.metrics, args.table, args.runs)
+    aggregate(args.modes, args.metrics, args.table, args.runs, args.ablation_table)
     return 0
 
 
@@ -560,6 +884,8 @@ def cmd_figure(args: argparse.Namespace) -> int:
     from algo_emu.plots import ames as pa
 
     pa.ames_figure(args.table, args.runs, args.predictions, args.out)
+    if args.ablation_table:
+        pa.ablation_figure(args.ablation_table, args.table, args.ablation_out)
     return 0
 
 
@@ -597,7 +923,8 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--prepared", nargs="+", required=True, help="prepared.npz per seed (same order)")
     t.add_argument("--fits", nargs="+", required=True, help="fits.npz per seed (same order)")
     t.add_argument("--out", required=True, help="frozen emulator file to write (+ .json sidecar)")
-    t.add_argument("--checkpoint-dir", help="resumable checkpoints (one per hidden-width group)")
+    t.add_argument("--out-blind", help="also train the weight-blind baseline (same budget); frozen file to write")
+    t.add_argument("--checkpoint-dir", help="resumable checkpoints (one per hidden-width group and role)")
     t.add_argument("--device", default="auto")
     t.add_argument("--threads", type=int)
     t.set_defaults(func=cmd_train)
@@ -608,6 +935,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--prepared", nargs="+", required=True)
     e.add_argument("--fits", nargs="+", required=True)
     e.add_argument("--emulator", required=True, help="frozen emulator file written by the train step")
+    e.add_argument("--blind", help="frozen weight-blind baseline written by `train --out-blind`")
     e.add_argument("--out-dir", required=True, help="writes <out-dir>/seed<k>/metrics.json")
     e.add_argument("--predictions", required=True, help="CSV of every test-row prediction")
     e.add_argument("--device", default="auto")
@@ -619,6 +947,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     a.add_argument("--metrics", nargs="+", required=True)
     a.add_argument("--table", required=True)
     a.add_argument("--runs", required=True)
+    a.add_argument("--ablation-table", help="ablation table CSV to write (+ .md, .tex); needs the baselines")
     a.set_defaults(func=cmd_aggregate)
 
     g = steps.add_parser("figure", help="emulated vs algorithm scatter and error bars per algorithm")
@@ -626,4 +955,6 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--runs", required=True)
     g.add_argument("--predictions", nargs="+", required=True)
     g.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
+    g.add_argument("--ablation-table", help="ablation table CSV: also draw the ablation figure")
+    g.add_argument("--ablation-out", help="output stem of the ablation figure")
     g.set_defaults(func=cmd_figure)
