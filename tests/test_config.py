@@ -52,3 +52,98 @@ def test_missing_and_malformed_files(tmp_path):
     bad.write_text("heads: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+# ----------------------------------------------------------------------------- issue 11 / issue 9 item 4
+
+
+def test_config_layer_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, algo_emu.config, algo_emu.runtime; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('algo_emu.experiments')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_single_value_heads_sweep_is_refused_before_any_job(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, {"heads": {"heads_sweep": [3], "hidden": 48}}))
+    assert str(info.value) == ("heads.heads_sweep: [3] has one H value; the O(1/H) fit (heads_fit: MSE = a + b/H "
+                               "and MSE ~ H^-alpha) needs at least two H values")
+
+
+@pytest.mark.parametrize("section", ["heads", "theorem31", "statistical", "ames"])
+def test_schema_errors_name_the_section(tmp_path, section):
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, {section: {"epochs": 0}}))
+    assert str(info.value) == f"{section}.epochs: 0 is less than the minimum of 1"
+
+
+def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("heads:\n  lr: 1e-3\n  n_prompts: 5e2\nstatistical:\n  lr: 2E-4\n"
+                    "  data_params: {fitted: {lasso_tol: 1e-6}}\nconstructions:\n  beta_study: {beta_d2: [1e-1, 5e-1]}\n")
+    assert yaml.safe_load(path.read_text())["heads"]["lr"] == "1e-3"  # what YAML 1.1 makes of it
+    cfg = load_config(path)
+    assert cfg["heads"]["lr"] == 0.001 and isinstance(cfg["heads"]["lr"], float)
+    assert cfg["heads"]["n_prompts"] == 500 and isinstance(cfg["heads"]["n_prompts"], int)
+    assert cfg["statistical"]["lr"] == 2e-4 and cfg["statistical"]["data_params"]["fitted"]["lasso_tol"] == 1e-6
+    assert cfg["constructions"]["beta_study"]["beta_d2"] == [0.1, 0.5]
+    # only where the schema says number: a string key keeps its text, a non-whole integer is still refused
+    path.write_text("ames:\n  source: 1e3.csv\nheads:\n  n_prompts: 5.05e1\n")
+    with pytest.raises(ConfigError, match=r"^heads.n_prompts: '5.05e1' is not of type 'integer'"):
+        load_config(path)
+
+
+def test_cuda_without_a_visible_gpu_is_refused_naming_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    for device in ("cuda", "cuda:1"):
+        with pytest.raises(ConfigError) as info:
+            load_config(_write(tmp_path, {"device": device}))
+        assert str(info.value).startswith(f"device: '{device}' but no GPU is visible on this machine")
+    assert load_config(_write(tmp_path, {"device": "auto"}))["device"] == "auto"
+    assert load_config(_write(tmp_path, {"device": "cuda"}), gpu_check=False)["device"] == "cuda"
+
+
+def test_statistical_checks_without_the_data_layer(tmp_path):
+    from algo_emu.config import STATISTICAL_ALIASES
+    from algo_emu.data import statistical as st
+    from algo_emu.data import theorem31 as t31
+
+    assert STATISTICAL_ALIASES == st.ALIASES
+    schema = yaml.safe_load((REPO_ROOT / "workflow/schemas/theorem31.schema.yaml").read_text())
+    assert sorted(schema["properties"]["fs"]["items"]["enum"]) == sorted(t31.F_REGISTRY)
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, {"statistical": {"algorithms": {"fitted": ["ols", "linear"]}}}))
+    assert str(info.value) == "statistical.algorithms.fitted: algorithm 'linear' listed twice (as 'ols', with 'ols')"
+
+
+def _snakemake(workdir, config_text, *args, env=None):
+    import os
+    import subprocess
+    import sys
+
+    cfg = workdir / "c.yaml"
+    cfg.write_text(config_text)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(cfg), "--cores", "1", *args],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
+    )
+
+
+def test_config_errors_through_snakemake(tmp_path):
+    """What a snakemake user sees: the section named, 1e-3 accepted, cuda refused before any job."""
+    target = "data/heads/seed0/dataset.pt"  # the config is validated while parsing, whatever the target
+    bad = _snakemake(tmp_path, "theorem31:\n  epochs: 0\n", target, "-n")
+    assert bad.returncode != 0 and "theorem31.epochs: 0 is less than the minimum of 1" in bad.stderr + bad.stdout
+    ok = _snakemake(tmp_path, "heads:\n  lr: 1e-3\n", target, "-n")
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    one = _snakemake(tmp_path, "heads:\n  heads_sweep: [3]\n  hidden: 48\n", target, "-n")
+    assert one.returncode != 0 and "heads.heads_sweep: [3] has one H value" in one.stderr + one.stdout
+    cuda = _snakemake(tmp_path, "device: cuda\nseeds: [0]\n", target,
+                      env={"CUDA_VISIBLE_DEVICES": ""})
+    assert cuda.returncode != 0 and "device: 'cuda' but no GPU is visible" in cuda.stderr + cuda.stdout
+    assert not (tmp_path / "data").exists()  # refused before the first job

@@ -27,20 +27,32 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 TRAINING_SOURCES: tuple[str, ...] = ("train.py", "rng.py", "models", "data", "experiments")
 
 
-@functools.lru_cache(maxsize=None)
-def source_digest(parts: tuple[str, ...] = TRAINING_SOURCES) -> str:
+def source_digest(parts: tuple[str, ...] = TRAINING_SOURCES, root: str | os.PathLike | None = None) -> str:
     """sha256 over the package's ``.py`` files under ``parts`` (relative path and bytes, sorted).
 
     Part of every training fingerprint (:func:`algo_emu.train.train_ensemble`): a checkpoint
     written by other code defining the model, the task or the loss is never resumed.
+    ``root``: the package directory (default: this package, digested once per process;
+    tests point it at a copy).
     """
+    if root is None:
+        return _package_source_digest(tuple(parts))
+    return _digest_sources(tuple(parts), Path(root))
+
+
+@functools.lru_cache(maxsize=None)
+def _package_source_digest(parts: tuple[str, ...]) -> str:
+    return _digest_sources(parts, PACKAGE_DIR)
+
+
+def _digest_sources(parts: tuple[str, ...], root: Path) -> str:
     files: list[Path] = []
     for part in parts:
-        target = PACKAGE_DIR / part
-        files.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
+        target = Path(root) / part
+        files.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target] if target.exists() else [])
     h = hashlib.sha256()
     for f in sorted(set(files)):
-        h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0")
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
         h.update(f.read_bytes() + b"\0")
     return h.hexdigest()
 
