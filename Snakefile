@@ -22,6 +22,8 @@ include: "workflow/rules/constructions.smk"
 include: "workflow/rules/theorem31.smk"
 include: "workflow/rules/statistical.smk"
 include: "workflow/rules/essay.smk"
+# Last: the replication report and the manifest take every other output of `all` as input.
+include: "workflow/rules/report.smk"
 
 
 # Small, quick rules run on the submitting machine, not as cluster jobs (each
@@ -47,6 +49,8 @@ localrules:
     essay_aggregate,
     essay_icl_figure,
     essay_equivalences_figure,
+    replication,
+    manifest,
 
 
 rule all:

@@ -24,7 +24,7 @@ def construction_step(wildcards):
 # library and the multi-step run differ only in the CLI step (construction_step).
 rule construction_table:
     output:
-        csv="results/tables/construction_{ckind}.csv",
+        csv=report("results/tables/construction_{ckind}.csv", caption="../report/constructions.rst", category="E5 hand-built constructions (Theorems 4.1/4.2)", subcategory="tables", labels={"name": "construction_{ckind}.csv"}),
         md="results/tables/construction_{ckind}.md",
         tex="results/tables/construction_{ckind}.tex",
         per_seed="results/constructions/{ckind}_per_seed.csv",
@@ -49,7 +49,7 @@ rule construction_figure:
         table="results/tables/construction_{ckind}.csv",
     output:
         pdf="results/figures/construction_{ckind}.pdf",
-        png="results/figures/construction_{ckind}.png",
+        png=report("results/figures/construction_{ckind}.png", caption="../report/constructions.rst", category="E5 hand-built constructions (Theorems 4.1/4.2)", subcategory="figures", labels={"name": "construction_{ckind}.png"}),
     params:
         cfg=as_json(config["constructions"]),
         stem=lambda wildcards, output: output.pdf[: -len(".pdf")],

@@ -108,10 +108,10 @@ rule statistical_aggregate:
     input:
         statistical_metrics,
     output:
-        runs="results/tables/statistical_runs.csv",
-        tables=STAT_TABLES,
-        ablation=STAT_ABLATION,
-        ablation_runs="results/tables/statistical_ablation_runs.csv",
+        runs=report("results/tables/statistical_runs.csv", caption="../report/statistical_tables.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="tables", labels={"name": "statistical_runs.csv (per seed)"}),
+        tables=[report(t, caption="../report/statistical_tables.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in STAT_TABLES],
+        ablation=[report(t, caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in STAT_ABLATION],
+        ablation_runs=report("results/tables/statistical_ablation_runs.csv", caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": "statistical_ablation_runs.csv (per seed)"}),
     params:
         cfg=as_json(STAT),
     log:
@@ -127,7 +127,7 @@ rule statistical_heads_figure:
         table="results/tables/statistical_emulation.csv",
         runs="results/tables/statistical_runs.csv",
     output:
-        STAT_FIGURES,
+        [report(f, caption="../report/statistical_heads.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="figures", labels={"name": "statistical_heads.png"}) if f.endswith(".png") else f for f in STAT_FIGURES],
     log:
         "logs/statistical/figure.log",
     shell:
@@ -140,7 +140,7 @@ rule statistical_ablation_figure:
         table="results/tables/statistical_ablation.csv",
         runs="results/tables/statistical_ablation_runs.csv",
     output:
-        STAT_ABLATION_FIGURES,
+        [report(f, caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": "statistical_ablation.png"}) if f.endswith(".png") else f for f in STAT_ABLATION_FIGURES],
     log:
         "logs/statistical/ablation_figure.log",
     shell:

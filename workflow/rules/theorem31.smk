@@ -72,10 +72,10 @@ rule theorem31_aggregate:
         metrics=theorem31_metrics,
         blind=theorem31_blind_metrics,
     output:
-        runs="results/tables/theorem31_runs.csv",
-        tables=T31_TABLES,
-        ablation=T31_ABLATION,
-        ablation_runs="results/tables/f_emulation_ablation_runs.csv",
+        runs=report("results/tables/theorem31_runs.csv", caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": "theorem31_runs.csv (per seed)"}),
+        tables=[report(t, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_TABLES],
+        ablation=[report(t, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_ABLATION],
+        ablation_runs=report("results/tables/f_emulation_ablation_runs.csv", caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation_runs.csv (per seed)"}),
     params:
         cfg=as_json(T31),
     log:
@@ -93,7 +93,7 @@ rule theorem31_figure:
         gd="results/tables/f_gd_step.csv",
         runs="results/tables/theorem31_runs.csv",
     output:
-        T31_FIGURES,
+        [report(f, caption="../report/f_emulation.rst", category="E2 Theorem 3.1", subcategory="figures", labels={"name": "f_emulation.png"}) if f.endswith(".png") else f for f in T31_FIGURES],
     log:
         "logs/theorem31/figure.log",
     shell:
@@ -106,7 +106,7 @@ rule theorem31_ablation_figure:
         table="results/tables/f_emulation_ablation.csv",
         runs="results/tables/f_emulation_ablation_runs.csv",
     output:
-        T31_ABLATION_FIGURES,
+        [report(f, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation.png"}) if f.endswith(".png") else f for f in T31_ABLATION_FIGURES],
     log:
         "logs/theorem31/ablation_figure.log",
     shell:

@@ -1,0 +1,95 @@
+# Artifact review: the replication report (paper vs ours, one verdict per number or claim) and the
+# run manifest (hashes, commit, config hash, versions, device, timings). Both are outputs of `all`.
+# Include this file LAST: its inputs are every other output of `all` (ALL_OUTPUTS, read when the DAG
+# is built), and the `--report` check below lists what is missing.
+# The logic is in src/algo_emu/report/ (replication.py, manifest.py).
+import os
+import sys
+
+from snakemake.exceptions import WorkflowError
+
+from algo_emu.runtime import REPO_ROOT as _REPO_ROOT
+
+# The global description of `snakemake --report` (captions of each output: workflow/report/*.rst).
+report: "../report/workflow.rst"
+
+
+def _config_name():
+    """The config file(s) the run used, relative to the repository when inside it (for the scale column)."""
+    files = [str(f) for f in workflow.configfiles] or ["config/config.yaml"]
+    names = []
+    for f in files:
+        try:
+            names.append(os.path.relpath(os.path.abspath(f), _REPO_ROOT) if os.path.abspath(f).startswith(str(_REPO_ROOT)) else f)
+        except ValueError:
+            names.append(f)
+    return " + ".join(names)
+
+
+CONFIG_NAME = _config_name()
+REPLICATION_OUTPUTS = ["results/replication.md", "results/tables/replication.csv"]
+MANIFEST = "results/manifest.json"
+ESSAY_CLAIMS = "results/tables/essay_claims.csv"
+ALL_OUTPUTS.extend(REPLICATION_OUTPUTS + [MANIFEST])
+
+
+def replication_inputs(wildcards=None):
+    """Every table of `all` (read when the DAG is built, so experiments included after this file count too)."""
+    return [f for f in ALL_OUTPUTS if f.startswith("results/tables/") and f.endswith((".csv", ".json"))
+            and f not in REPLICATION_OUTPUTS]
+
+
+def manifest_inputs(wildcards=None):
+    return [f for f in dict.fromkeys(ALL_OUTPUTS) if f != MANIFEST]
+
+
+rule replication:
+    input:
+        replication_inputs,
+    output:
+        md=report("results/replication.md", caption="../report/replication.rst", category="0. Replication summary",
+                  labels={"what": "report", "name": "replication.md (paper vs ours, verdicts)"}),
+        csv=report("results/tables/replication.csv", caption="../report/replication.rst", category="0. Replication summary",
+                   labels={"what": "table", "name": "replication.csv"}),
+    params:
+        cfg=as_json(config),
+        name=shlex.quote(CONFIG_NAME),
+        essay=lambda wc: f"--essay {ESSAY_CLAIMS}" if ESSAY_CLAIMS in ALL_OUTPUTS else "",
+    log:
+        "logs/report/replication.log",
+    shell:
+        "{PY} -m algo_emu.report replication --tables-dir results/tables --config {params.cfg}"
+        " --config-name {params.name} {params.essay} --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"
+
+
+rule manifest:
+    input:
+        manifest_inputs,
+    output:
+        report(MANIFEST, caption="../report/manifest.rst", category="0. Replication summary",
+               labels={"what": "manifest", "name": "manifest.json"}),
+    params:
+        cfg=as_json(config),
+        configfiles=" ".join(shlex.quote(str(f)) for f in workflow.configfiles),
+    log:
+        "logs/report/manifest.log",
+    shell:
+        "{PY} -m algo_emu.report manifest --config {params.cfg} --configfiles {params.configfiles}"
+        " --benchmarks results/benchmarks --outputs {input} --out {output} > {log} 2>&1"
+
+
+# Named targets.
+rule replication_report:
+    input:
+        REPLICATION_OUTPUTS,
+
+
+# `snakemake --report` on a half-finished results/ tree: name every missing output of `all` and stop,
+# instead of Snakemake's first-missing-file error (or a report that silently lacks an experiment).
+if any(a == "--report" or a.startswith("--report=") for a in sys.argv):
+    _missing = [f for f in dict.fromkeys(ALL_OUTPUTS) if not os.path.exists(f)]
+    if _missing:
+        raise WorkflowError(
+            f"--report: {len(_missing)} output(s) of `all` are missing in {os.getcwd()} (run `snakemake all` with the "
+            "same --configfile first); no report written:\n" + "\n".join(f"  - {f}" for f in _missing)
+        )
