@@ -229,6 +229,7 @@ rule ames_aggregate:
     output:
         tables=[report(t, caption="../report/ames_tables.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in AMES_TABLES],
         runs=report("results/tables/ames_runs.csv", caption="../report/ames_tables.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="tables", labels={"name": "ames_runs.csv (per seed)"}),
+        ablation=[report(t, caption="../report/ablation.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in AMES_ABLATION_TABLES],
     params:
         modes=" ".join(AMES_MODES),
     log:
@@ -244,8 +245,10 @@ rule ames_plot:
         table="results/tables/ames.csv",
         runs="results/tables/ames_runs.csv",
         predictions=expand("results/ames/{mode}/predictions.csv", mode=AMES_MODES),
+        ablation="results/tables/ames_ablation.csv",
     output:
         [report(f, caption="../report/ames.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="figures", labels={"name": "ames.png"}) if f.endswith(".png") else f for f in AMES_FIGURES],
+        [report(f, caption="../report/ablation.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="ablations", labels={"name": "ames_ablation.png"}) if f.endswith(".png") else f for f in AMES_ABLATION_FIGURES],
     log:
         "logs/ames/figure.log",
     shell:
