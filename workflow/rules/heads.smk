@@ -100,8 +100,10 @@ rule heads_aggregate:
     input:
         heads_metrics,
     output:
-        runs="results/tables/heads_runs.csv",
-        tables=HEADS_TABLES[:-1],
+        runs=report("results/tables/heads_runs.csv", caption="../report/heads_tables.rst", category="E1 heads",
+                    subcategory="tables", labels={"name": "heads_runs.csv (per seed)"}),
+        tables=[report(t, caption="../report/heads_tables.rst", category="E1 heads", subcategory="tables",
+                       labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in HEADS_TABLES[:-1]],
     params:
         cfg=as_json(HEADS),
     log:
@@ -115,7 +117,8 @@ rule heads_fit:
     input:
         runs="results/tables/heads_runs.csv",
     output:
-        "results/tables/heads_fit.json",
+        report("results/tables/heads_fit.json", caption="../report/heads_tables.rst", category="E1 heads",
+               subcategory="tables", labels={"name": "heads_fit.json"}),
     params:
         cfg=as_json(HEADS),
     log:
@@ -130,7 +133,8 @@ rule heads_vs_mse_figure:
         fit="results/tables/heads_fit.json",
         runs="results/tables/heads_runs.csv",
     output:
-        HEADS_FIGURES,
+        [report(f, caption="../report/heads_vs_mse.rst", category="E1 heads", subcategory="figures",
+                labels={"name": "heads_vs_mse.png"}) if f.endswith(".png") else f for f in HEADS_FIGURES],
     params:
         stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
@@ -145,7 +149,8 @@ rule prompt_length_vs_mse_figure:
         table="results/tables/prompt_length_vs_mse.csv",
         runs="results/tables/heads_runs.csv",
     output:
-        P_FIGURES,
+        [report(f, caption="../report/prompt_length_vs_mse.rst", category="E1 heads", subcategory="figures",
+                labels={"name": "prompt_length_vs_mse.png"}) if f.endswith(".png") else f for f in P_FIGURES],
     params:
         stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
