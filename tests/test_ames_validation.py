@@ -132,7 +132,7 @@ def test_valid_bases_pass_with_a_validation_report(bases, tmp_path):
         assert report["schema"] == "algo_emu.data.ames.AMES_SCHEMA" and report["n_rows"] == rows
         assert report["missing_values"]["Alley"] > 0 and "Neighborhood" not in report["missing_values"]
     # De Cock's one documented anomaly (garage year 2207) is allowed and reported, not hidden
-    (anomaly,) = prov_packaged = json.loads((tmp_path / "packaged" / "prov.json").read_text())["validation"]["known_anomalies"]
+    (anomaly,) = json.loads((tmp_path / "packaged" / "prov.json").read_text())["validation"]["known_anomalies"]
     assert anomaly["column"] == "GarageYrBlt" and anomaly["value"] == 2207 and anomaly["row"] == 2261
 
 

@@ -125,10 +125,10 @@ def test_finished_checkpoint_is_never_resumed(tmp_path):
     """A forced rerun (same config, same code) retrains instead of loading the final weights."""
     ckpt = tmp_path / "ckpt.pt"
     first, res1 = _train(ckpt)
-    assert torch.load(ckpt, weights_only=False)["final"] is True
     again, res2 = _train(ckpt)
-    assert (res2.resumed_from, res2.epochs_run) == (0, 3)
+    assert (res2.resumed_from, res2.epochs_run) == (0, 3)  # before: (3, 0), the old weights reused
     assert parameter_digest(again) == parameter_digest(first)  # retrained to the same numbers
+    assert torch.load(ckpt, weights_only=False)["final"] is True
 
 
 def test_checkpoint_of_other_code_is_not_resumed(tmp_path, monkeypatch):
@@ -191,14 +191,18 @@ def test_killed_write_leaves_a_temp_file_that_the_next_write_removes(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     (left,) = tmp_path.iterdir()
     assert left.name.startswith(".ckpt.pt.") and left.name.endswith(".pt.tmp") and not target.exists()
+    save_torch(target, {"x": torch.ones(2)})  # the rule runs again
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
     # a live writer's temporary file (this process) and another file's are not touched
-    live = tmp_path / f".ckpt.pt.~{left.name.split('~')[1]}~{os.getpid()}~abcdefgh.pt.tmp"
+    host = left.name.split("~")[1]
+    live = tmp_path / f".ckpt.pt.~{host}~{os.getpid()}~abcdefgh.pt.tmp"
     live.write_bytes(b"being written")
-    other = tmp_path / ".ckpt.pt.json.~host~1~abcdefgh.json.tmp"
+    other = tmp_path / f".ckpt.pt.json.~{host}~1~abcdefgh.json.tmp"  # another path's (pid 1 lives)
     other.write_bytes(b"x")
     save_torch(target, {"x": torch.ones(2)})
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, live.name, other.name])
     live.unlink()
+    other.unlink()
     # a leftover in the format of earlier versions (no host or pid) is stale too
     legacy = tmp_path / ".ckpt.pt.k3j_a9x2.pt.tmp"
     legacy.write_bytes(b"old")
