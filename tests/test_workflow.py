@@ -96,6 +96,39 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     assert sidecar["seed"] == 0 and len(sidecar["sha256"]) == 64
 
 
+# Figures whose rule does not wrap them in report() yet (essay.smk; caption ready: workflow/report/essay.rst).
+# The test below also fails once one of them IS in the report, so the set only shrinks: remove a name here
+# when its rule wraps it.
+NOT_IN_REPORT_YET = {"essay_icl.png", "essay_equivalences.png"}
+
+
+def test_report_replication_and_manifest(tiny_run):
+    """`snakemake --report` embeds every figure; tiny-scale numbers never get a verdict; the manifest hashes."""
+    import base64
+
+    from algo_emu.io import sha256_file
+    from algo_emu.report.replication import COLUMNS
+
+    rep = pd.read_csv(tiny_run / "results/tables/replication.csv")
+    assert list(rep.columns) == COLUMNS and {"E1", "E2", "E3", "E4", "E5"} <= set(rep.experiment)
+    trained = rep[rep.experiment.isin(["E1", "E2", "E3", "E4"]) & ~rep.scale.str.startswith("the paper's table", na=False)]
+    verdicts = trained.verdict.tolist()
+    assert not trained.verdict.str.fullmatch(r"consistent|inconsistent.*|supported|partly supported|not supported").any(), verdicts
+    assert {"not run at this scale", "did not learn"} <= set(verdicts)
+    assert "Verdict rules" in (tiny_run / "results/replication.md").read_text()
+    manifest = json.loads((tiny_run / "results/manifest.json").read_text())
+    assert manifest["outputs"]["results/tables/ames.csv"]["sha256"] == sha256_file(tiny_run / "results/tables/ames.csv")
+    assert "results/replication.md" in manifest["outputs"] and manifest["benchmarks"]["jobs"]
+    proc = _snakemake(tiny_run, "--report", str(tiny_run / "results/report.html"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (tiny_run / "results/report.html").read_text()
+    figures = sorted((tiny_run / "results/figures").glob("*.png"))
+    assert len(figures) >= 15
+    for png in figures:
+        embedded = base64.b64encode(png.read_bytes()).decode() in html
+        assert embedded != (png.name in NOT_IN_REPORT_YET), png.name
+
+
 def test_nothing_left_to_do_and_one_figure_alone(tiny_run):
     dry = _snakemake(tiny_run, "all", "-n")
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
