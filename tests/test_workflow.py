@@ -86,6 +86,15 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
         assert (tiny_run / "results" / "figures" / f"{stem}.png").stat().st_size > 1000
     frozen = json.loads((tiny_run / "results/statistical/runs/fitted_H2/seed1/metrics.json").read_text())["frozen"]
     assert frozen["bit_identical"] is True
+    from algo_emu.ablation import ABLATION_COLUMNS
+
+    for stem, setting in (("f_emulation_ablation", ["f", "p", "heads"]), ("statistical_ablation", ["algorithm", "heads"])):
+        abl = pd.read_csv(tables / f"{stem}.csv")
+        assert list(abl.columns) == ["experiment", "mode", *setting, *ABLATION_COLUMNS], stem
+        assert {"none", "weight_blind", "other_prompt", "permuted", "random", "zeros"} <= set(abl.ablation), stem
+        assert (abl[abl.ablation == "weight_blind"].mse_over_blind == 1.0).all() and (abl.n_seeds == len(cfg["seeds"])).all()
+        assert (tiny_run / "results" / "figures" / f"{stem}.png").stat().st_size > 1000
+    assert {"context_zeroed", "other_algorithm"} <= set(pd.read_csv(tables / "statistical_ablation.csv").ablation)
 
     ames = pd.read_csv(tables / "ames.csv")
     assert list(ames.columns) == AMES_COLUMNS and set(ames.algorithm) >= {"linear", "ridge", "lasso"}
