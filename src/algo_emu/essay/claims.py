@@ -166,9 +166,9 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
         dmax = float(lin.index.max())
         ratio = float(sof.loc[dmax] / lin.loc[dmax])
         add(f"One outlier example ({what} scaled/shifted by delta={dmax:g}): prediction shift of the softmax layer / "
-            "shift of the linear (GD) layer, hand-built (<1 = softmax more robust)",
+            "shift of the linear (GD) layer, hand-built (< 0.9 = softmax more robust; within 10 % of 1 = no difference)",
             "linear: shift proportional to the outlier; softmax soft-clips it (more robust)", ratio, math.nan,
-            math.nan, "supported" if ratio < 1 else "not supported", cscale)
+            math.nan, "supported" if ratio < 0.9 else "not supported", cscale)
         details[f"outlier_construction_{where}"] = {"linear": lin.to_dict(), "softmax": sof.to_dict()}
 
     # ---- 2. trained ICL -----------------------------------------------------------------------
