@@ -364,6 +364,10 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
         ph.prompt_length_figure(str(tables / "prompt_length_vs_mse.csv"), str(tables / "heads_runs.csv"),
                                 str(figures / "prompt_length_vs_mse"))
     rows = rep.e1_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
+    for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
+        if r.verdict == "not run at this scale" and r.setting.startswith("H="):
+            r.verdict = "missing from this reference set"
+            r.reason = "in the configured sweep but not yet committed (workflow/scripts/paper_scale_e1.sh runs it)"
     frame = pd.DataFrame([{k: v for k, v in rep.asdict(r).items() if k in rep.COLUMNS} for r in rows], columns=rep.COLUMNS)
     settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
     wanted = settings(params)
@@ -392,6 +396,23 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
                      f"({t.get('epochs_run_this_call', '?')} epochs this call, resumed from epoch "
                      f"{t.get('resumed_from_epoch', 0)})")
     table_md = (tables / "heads_vs_mse.md").read_text()
+    curves = ["", "## Learning curves", "",
+              "Mean over seeds of the composed head's test MSE (the protocol's headline quantity) at the evaluation "
+              "epochs (`heads.eval_every`), and of the K/Q/V emulators' mean train loss:", ""]
+    for (pr, h, p), _ in sorted(walls.items()):
+        recs = [read_json(m) for m in metrics if f"/{pr}/runs/H{h}_p{p}/" in m]
+        by_epoch: dict[int, list[float]] = defaultdict(list)
+        loss: dict[int, list[float]] = defaultdict(list)
+        for m in recs:
+            for entry in m["history"]:
+                if "test_mse" in entry:
+                    by_epoch[entry["epoch"]].append(entry["test_mse"])
+                loss[entry["epoch"]].append(sum(entry["train_loss"].values()) / 3)
+        final = float(pd.Series([m["mse"] for m in recs]).mean())
+        pts = ", ".join(f"epoch {e}: {sum(v) / len(v):.3g}" for e, v in sorted(by_epoch.items()))  # epochs are 1-based
+        ls = ", ".join(f"{e}: {sum(v) / len(v):.3g}" for e, v in sorted(loss.items()) if e % 10 == 0 or e == 1)
+        curves.append(f"- {pr} H={h} p={p}: test MSE {pts}; final (epoch {params['epochs']}): {final:.3g}. "
+                      f"K/Q/V train loss at epoch {ls}.")
     lines += ["", "## Did the emulators learn?", "",
               "MSE of the composed head against Var(Y), the MSE of a constant predictor (`target_var_mean`):", ""]
     for rec in pd.read_csv(tables / "heads_vs_mse.csv").to_dict("records"):
@@ -405,10 +426,12 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
         if not f:
             continue
         if "a" in f:
-            lines.append(f"- {key}: MSE(H) = a + b/H with a = {f['a']:.4g} {f['a_ci']}, b = {f['b']:.4g} {f['b_ci']}, "
-                         f"R^2 = {f['r2']:.3f}; power law alpha = {f['alpha']:.3g} {f['alpha_ci']}")
+            ci = lambda c: f"[{c[0]:.3g}, {c[1]:.3g}]"  # noqa: E731
+            lines.append(f"- {key}: MSE(H) = a + b/H with a = {f['a']:.4g} {ci(f['a_ci'])}, b = {f['b']:.4g} "
+                         f"{ci(f['b_ci'])}, R^2 = {f['r2']:.3f}; power law alpha = {f['alpha']:.3g} {ci(f['alpha_ci'])}")
         else:
             lines.append(f"- {key}: {f.get('status')}")
+    lines += curves
     lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
     if (figures / "prompt_length_vs_mse.png").exists():
         lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
