@@ -35,6 +35,9 @@ def plot_icl(curves: pd.DataFrame, params: dict, stem) -> list[Path]:
             ax.plot(s.k, s.mse_mean, lw=1.5, color="0.3", ls=":", label=f"{params['shallow_layers']}-layer transformer")
         ax.axhline(params["sigma"] ** 2, color="0.5", lw=0.8)
         ax.set_yscale("log")
+        prior = g[(g.estimator == "prior_mean") & (g.k >= 1)].mse_mean
+        if len(prior):  # OLS's peak at k = d (interpolation threshold) would squash the rest
+            ax.set_ylim(top=4 * float(prior.max()))
         ax.set_xlabel("in-context examples k")
         ax.set_ylabel("test MSE")
         ax.legend(fontsize=7)
@@ -43,12 +46,14 @@ def plot_icl(curves: pd.DataFrame, params: dict, stem) -> list[Path]:
             t = g[(g.estimator == n) & (g.k >= 1)]
             ax.plot(t.k, t.dist_to_model, lw=1.3, color=colors[n], label=LABELS.get(n, n))
         ax.set_yscale("log")
+        if len(prior):
+            ax.set_ylim(top=4 * float(prior.max()))
         ax.set_xlabel("in-context examples k")
         ax.set_ylabel("mean squared distance to the model")
         ax.set_title("which algorithm the model is closest to", fontsize=9)
         n_seeds = int(g.n_seeds.max())
         footer = (f"E6, in-context linear regression: d={params['d']}, tau={params['tau']:g}, sigma={params['sigma']:g}, "
-                  f"trained context {params['k_max']}; mean over {n_seeds} seeds, band: 95% bootstrap CI; "
+                  f"trained context {params['k_max']}; mean over {n_seeds} seed(s), band: 95% bootstrap CI; "
                   "grey line: noise floor sigma^2.")
         return save_figure(fig, stem, footer)
 
@@ -61,7 +66,7 @@ def plot_equivalences(table: pd.DataFrame, stem) -> list[Path]:
         t = table[table.check == "softmax_vs_linear"].sort_values("value")
         ax.loglog(t.value, t.result_max, marker="o", color=OURS_COLOR)
         ax.set_xlabel("softmax scale eps")
-        ax.set_ylabel("relative deviation from the linear layer")
+        ax.set_ylabel("relative deviation from linear")
         ax.set_title("softmax -> linear as eps -> 0", fontsize=9)
         ax = axes[0, 1]
         for check, lab in (("ridge_lsa_vs_posterior_mean", "L layers vs posterior mean"),
