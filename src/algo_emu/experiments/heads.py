@@ -364,10 +364,15 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
         ph.prompt_length_figure(str(tables / "prompt_length_vs_mse.csv"), str(tables / "heads_runs.csv"),
                                 str(figures / "prompt_length_vs_mse"))
     rows = rep.e1_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
+    done_heads = sorted(int(h) for h in runs[runs.p == params["p_heads_sweep"]].heads.unique())
     for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
         if r.verdict == "not run at this scale" and r.setting.startswith("H="):
             r.verdict = "missing from this reference set"
             r.reason = "in the configured sweep but not yet committed (workflow/scripts/paper_scale_e1.sh runs it)"
+        if r.claim.startswith("O(1/H): our heads sweep") and done_heads != sorted(params["heads_sweep"]):
+            r.verdict = "incomplete: no verdict yet"
+            r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
+                        f"partial sweep is not a result. {r.reason}")
     frame = pd.DataFrame([{k: v for k, v in rep.asdict(r).items() if k in rep.COLUMNS} for r in rows], columns=rep.COLUMNS)
     settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
     wanted = settings(params)
@@ -427,7 +432,9 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
             continue
         if "a" in f:
             ci = lambda c: f"[{c[0]:.3g}, {c[1]:.3g}]"  # noqa: E731
-            lines.append(f"- {key}: MSE(H) = a + b/H with a = {f['a']:.4g} {ci(f['a_ci'])}, b = {f['b']:.4g} "
+            part = f" (from H = {f['heads']} only: not a result)" if f.get("heads") and f["heads"] != sorted(
+                params["heads_sweep"]) else ""
+            lines.append(f"- {key}{part}: MSE(H) = a + b/H with a = {f['a']:.4g} {ci(f['a_ci'])}, b = {f['b']:.4g} "
                          f"{ci(f['b_ci'])}, R^2 = {f['r2']:.3f}; power law alpha = {f['alpha']:.3g} {ci(f['alpha_ci'])}")
         else:
             lines.append(f"- {key}: {f.get('status')}")
