@@ -366,6 +366,14 @@ def test_ablation_table_and_mse_over_blind(tiny_run):
     assert lasso["permuted"] == lasso["zeros"] == lasso["none"]
     md = (tiny_run / "tables/ames.md").read_text()
     assert "weight-blind baseline" in md and "Read against the baseline: corrected: MSE / weight-blind MSE" in md
+    for mode in ex.MODES:  # the caption's verdict is the table's ratios, not a claim
+        t = table[table["mode"] == mode]
+        lower = [a for a, r in zip(t.algorithm, t.mse_over_blind) if r < 1]
+        not_lower = [a for a, r in zip(t.algorithm, t.mse_over_blind) if r >= 1]
+        if lower:
+            assert f"lower MSE than the weight-blind baseline on {', '.join(lower)}" in md
+        if not_lower:
+            assert f"NOT lower on {', '.join(not_lower)}" in md
     assert "\\label{tab:ames_ablation}" in (tiny_run / "tables/ames_ablation.tex").read_text()
 
 
