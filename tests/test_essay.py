@@ -183,6 +183,7 @@ def test_verdict_helpers():
     assert last_retrieval_k(["prior_mean", "ridge", "ridge"]) == 0 and transition_k(["prior_mean", "ridge"]) == 1
     assert band_verdict(0.01, 0.02, (0.0, 0.03)) == "supported"
     assert band_verdict(0.04, 0.08, (0.0, 0.03)) == "not supported"
+    assert band_verdict(0.003, 0.095, (0.0, 0.03), 0.042) == "inconclusive"
     assert CLAIM_COLUMNS == ["claim", "essay_prediction", "measured", "ci_low", "ci_high", "verdict", "scale"]
 
 

@@ -5,9 +5,10 @@ verdict, scale``. ``measured`` is a number (empty for "not tested"); the CI is a
 percentile bootstrap (seeds resampled, then evaluation prompts within each seed), except for the float64
 construction rows (no CI: the number is the largest error over all seeds and instances).
 
-Verdicts: ``supported`` (the CI lies in / overlaps the essay's stated band, or the sign the essay
-predicts holds for the whole CI), ``not supported`` (the CI lies outside it), ``inconclusive`` (the CI
-straddles the band's edge where that decides), ``not tested`` (with the reason in ``measured``'s place:
+Verdicts: ``supported`` (the point estimate lies in the essay's stated band and the CI overlaps it, or the
+sign the essay predicts holds for the whole CI), ``not supported`` (the CI lies outside the band / on the
+other side), ``inconclusive`` (the CI overlaps the band but the estimate lies outside, or the CI straddles
+the sign threshold), ``not tested`` (with the reason in ``measured``'s place:
 the ``scale`` column says why; never a made-up number).
 """
 
@@ -64,11 +65,15 @@ def fit_exponent(k: np.ndarray, excess: np.ndarray) -> float:
     return float(-np.polyfit(np.log(k), np.log(excess), 1)[0])
 
 
-def band_verdict(lo: float, hi: float, band: tuple[float, float]) -> str:
+def band_verdict(lo: float, hi: float, band: tuple[float, float], point: float | None = None) -> str:
+    """``not supported`` if the CI misses the band; ``supported`` if it overlaps it and the point estimate lies in
+    it; ``inconclusive`` if the CI overlaps the band but the point estimate lies outside."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return "inconclusive"
     if hi < band[0] or lo > band[1]:
         return "not supported"
+    if point is not None and not (band[0] <= point <= band[1]):
+        return "inconclusive"
     return "supported"
 
 
@@ -184,7 +189,7 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
     alpha_r = boot(["gaussian/err_ridge"], lambda mm: fit_exponent(sel, mm["gaussian/err_ridge"][sel] - sigma ** 2))
     add(f"Excess risk (MSE - sigma^2) of ICL falls as 1/k: fitted exponent alpha for k={kmin}..{K} "
         f"(Bayes-optimal ridge on the same prompts: {alpha_r[0]:.2f} [{alpha_r[1]:.2f}, {alpha_r[2]:.2f}])",
-        "alpha = 1 (error ~ 1/k)", *alpha, band_verdict(alpha[1], alpha[2], (0.9, 1.1)))
+        "alpha = 1 (error ~ 1/k)", *alpha, band_verdict(alpha[1], alpha[2], (0.9, 1.1), alpha[0]))
     details["exponent_ridge"] = alpha_r
     # diminishing returns
     if K >= 32:
@@ -199,7 +204,7 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
                 lambda mm: mm["gaussian/err_model"][K // 2] / mm["gaussian/err_model"][K] - 1)
     half_r = boot(["gaussian/err_ridge"], lambda mm: mm["gaussian/err_ridge"][K // 2] / mm["gaussian/err_ridge"][K] - 1)
     add(f"Halving the prompt {K}->{K // 2} examples: relative MSE increase (Bayes-optimal ridge: "
-        f"{100 * half_r[0]:.0f} %)", "about 5 % (read as 2.5-10 %)", *half, band_verdict(half[1], half[2], (0.025, 0.10)))
+        f"{100 * half_r[0]:.0f} %)", "about 5 % (read as 2.5-10 %)", *half, band_verdict(half[1], half[2], (0.025, 0.10), half[0]))
     details["halving_ridge"] = half_r
     # retrieval vs fitting
     dist_keys = [f"gaussian/dist_{b}" for b in baselines]
@@ -240,15 +245,15 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
         ch = boot([rkey, f"order_k{k}_orig"], lambda mm: mm[rkey] / mm[f"order_k{k}_orig"])
         add(f"Reordering the {k} examples: mean |change of a prompt's squared error| / MSE "
             f"({ev['orderings']} random orderings)", "at most 2-3 % (unless k is very small)", *ch,
-            band_verdict(ch[1], ch[2], (0.0, 0.03)))
+            band_verdict(ch[1], ch[2], (0.0, 0.03), ch[0]))
         pop = boot([f"order_k{k}_single", f"order_k{k}_orig"],
                    lambda mm: abs(mm[f"order_k{k}_single"] / mm[f"order_k{k}_orig"] - 1))
         add(f"Reordering the {k} examples, population level: |MSE over prompts after a random reordering / MSE with the "
             "drawn order - 1| (0 in expectation: prompts are exchangeable)", "at most 2-3 %", *pop,
-            band_verdict(pop[1], pop[2], (0.0, 0.03)))
+            band_verdict(pop[1], pop[2], (0.0, 0.03), pop[0]))
         ens = boot([ekey, f"order_k{k}_single"], lambda mm: 1 - mm[ekey] / mm[f"order_k{k}_single"])
         add(f"ICL ensemble: averaging predictions over {ev['orderings']} orderings of {k} examples, relative MSE "
-            "reduction vs one ordering", "5-10 % lower error", *ens, band_verdict(ens[1], ens[2], (0.05, 0.10)))
+            "reduction vs one ordering", "5-10 % lower error", *ens, band_verdict(ens[1], ens[2], (0.05, 0.10), ens[0]))
     # outlier, trained model
     dmax = max(ev["outlier_sizes"])
     om = boot([f"outlier_{dmax:g}_model", f"outlier_{dmax:g}_ridge"],
@@ -302,7 +307,7 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
         nf = params["narrow"]
         add(f"Narrow fine-tuning ({nf['finetune_steps']} steps on the '{nf['family']}' family) lowers in-context skill "
             "on another family (dense Gaussian w): relative drop of skill = 1 - MSE/MSE(prior mean), k=1..K, vs the same "
-            "fine-tuning on the broad prior", "30-50 % lower", *drop, band_verdict(drop[1], drop[2], (0.30, 0.50)))
+            "fine-tuning on the broad prior", "30-50 % lower", *drop, band_verdict(drop[1], drop[2], (0.30, 0.50), drop[0]))
         nk = [f"family_narrow/{n}_err" for n in ("narrow", "control")] + ["family_narrow/prior_err"]
         details["narrow_skill"] = {
             "other": {n: skill(boot._means(keys), n) for n in ("narrow", "control", "gaussian")},
