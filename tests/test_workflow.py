@@ -105,10 +105,10 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     assert sidecar["seed"] == 0 and len(sidecar["sha256"]) == 64
 
 
-# Figures whose rule does not wrap them in report() yet (essay.smk; caption ready: workflow/report/essay.rst).
+# Figures whose rule does not wrap them in report() (none: every figure is in the report).
 # The test below also fails once one of them IS in the report, so the set only shrinks: remove a name here
 # when its rule wraps it.
-NOT_IN_REPORT_YET = {"essay_icl.png", "essay_equivalences.png"}
+NOT_IN_REPORT_YET: set[str] = set()
 
 
 def test_report_replication_and_manifest(tiny_run):
@@ -160,3 +160,14 @@ def test_bad_config_is_rejected_by_the_workflow(tmp_path):
     bad.write_text(yaml.safe_dump(cfg))
     proc = _snakemake(tmp_path, "all", "-n", configfile=bad)
     assert proc.returncode != 0 and "heads.heads_sweep: 5 heads do not divide heads.hidden = 12" in proc.stdout + proc.stderr
+
+
+def test_parsing_the_workflow_imports_no_torch(tmp_path):
+    """A dry run (and every SLURM job's parse) validates the config without importing torch (issue 9 item 4)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"),
+                           "--directory", str(tmp_path), "--configfile", str(REPO_ROOT / "tests" / "tiny.yaml"),
+                           "--cores", "1", "all", "-n", "-q"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "snakemake" in imported and "algo_emu.config" in imported
+    assert "torch" not in imported

@@ -245,6 +245,29 @@ def check_statistical(section: dict) -> None:
             seen[canon] = name
 
 
+def check_essay(section: dict, top_seeds=None) -> None:
+    """Cross-field checks of the (schema-validated) ``essay`` section; raise ConfigError naming the key."""
+    if not section:
+        return
+    K = section["k_max"]
+    m = section["model"]
+    if m["d_model"] % m["heads"]:
+        raise ConfigError(f"essay.model.heads: {m['heads']} heads do not divide essay.model.d_model = {m['d_model']}")
+    ev = section["eval"]
+    for k in ev["order_ks"]:
+        if k > K:
+            raise ConfigError(f"essay.eval.order_ks: {k} exceeds the trained context essay.k_max = {K}")
+    if ev["outlier_k"] > K:
+        raise ConfigError(f"essay.eval.outlier_k: {ev['outlier_k']} exceeds the trained context essay.k_max = {K}")
+    if ev["fit_k_min"] > K - 2:
+        raise ConfigError(f"essay.eval.fit_k_min: {ev['fit_k_min']} leaves fewer than 3 values of k <= essay.k_max = {K}")
+    if section["tau"] not in ev["ood_tau"] and ev["ood_tau"]:
+        raise ConfigError(f"essay.eval.ood_tau: must include the training prior's tau = {section['tau']} "
+                          "(the in-distribution reference)")
+    if section["seeds"] is None and top_seeds is None:
+        raise ConfigError("essay.seeds: null needs the top-level seeds")
+
+
 def check_config(config: dict[str, Any], gpu_check: bool = True) -> None:
     """Cross-field checks; raise :class:`ConfigError` naming the key.
 
@@ -256,6 +279,7 @@ def check_config(config: dict[str, Any], gpu_check: bool = True) -> None:
         check_device(config.get("device", "auto"))
     check_theorem31(config.get("theorem31", {}))
     check_statistical(config.get("statistical", {}))
+    check_essay(config.get("essay", {}), config.get("seeds"))
     check_heads(config.get("heads", {}))
     ames = config.get("ames", {})
     if ames and ames.get("hidden", "auto") != "auto" and ames["hidden"] % ames["heads"]:

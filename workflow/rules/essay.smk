@@ -2,10 +2,10 @@
 # Float64 hand-built attention (no training) + small causal transformers trained on in-context linear
 # regression; the verdict table results/tables/essay_claims.csv (claim, essay_prediction, measured, ci_low,
 # ci_high, verdict, scale) is read by the replication report. Logic: src/algo_emu/essay/; docs/essay.md.
-from algo_emu.essay.train import variant_names, variant_spec
-from algo_emu.experiments.essay import check_section, essay_seeds
+# Torch-free imports only: parsing the workflow must not import torch (the essay section's cross-field
+# checks run with every other section's in algo_emu.config.check_config, from common.smk).
+from algo_emu.essay.plan import essay_seeds, variant_init, variant_names
 
-check_section(config["essay"], config.get("seeds"))
 ESSAY = config["essay"]
 ESSAY_SEEDS = essay_seeds(config)
 ESSAY_VARIANTS = variant_names(ESSAY)
@@ -17,7 +17,7 @@ wildcard_constraints:
 
 
 def _essay_init(wc):
-    base = variant_spec(ESSAY, wc.evariant)["init_from"]
+    base = variant_init(wc.evariant)
     return [f"results/essay/models/{base}/seed{wc.seed}.pt"] if base else []
 
 
@@ -90,7 +90,8 @@ rule essay_aggregate:
         train=expand("results/essay/models/{v}/seed{s}.json", v=ESSAY_VARIANTS, s=ESSAY_SEEDS),
         equivalences="results/tables/essay_equivalences.csv",
     output:
-        claims="results/tables/essay_claims.csv",
+        claims=report("results/tables/essay_claims.csv", caption="../report/essay.rst", category="E6 essay",
+                      subcategory="tables", labels={"name": "essay_claims.csv"}),
         md="results/tables/essay_claims.md",
         tex="results/tables/essay_claims.tex",
         curves="results/tables/essay_curves.csv",
@@ -110,7 +111,8 @@ rule essay_icl_figure:
         curves="results/tables/essay_curves.csv",
     output:
         pdf="results/figures/essay_icl.pdf",
-        png="results/figures/essay_icl.png",
+        png=report("results/figures/essay_icl.png", caption="../report/essay.rst", category="E6 essay",
+                   subcategory="figures", labels={"name": "essay_icl.png"}),
     params:
         cfg=as_json(ESSAY),
         stem=lambda wc, output: output.pdf[: -len(".pdf")],
@@ -126,7 +128,8 @@ rule essay_equivalences_figure:
         table="results/tables/essay_equivalences.csv",
     output:
         pdf="results/figures/essay_equivalences.pdf",
-        png="results/figures/essay_equivalences.png",
+        png=report("results/figures/essay_equivalences.png", caption="../report/essay.rst", category="E6 essay",
+                   subcategory="figures", labels={"name": "essay_equivalences.png"}),
     params:
         cfg=as_json(ESSAY),
         stem=lambda wc, output: output.pdf[: -len(".pdf")],

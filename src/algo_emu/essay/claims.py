@@ -22,6 +22,7 @@ import pandas as pd
 CLAIM_COLUMNS = ["claim", "essay_prediction", "measured", "ci_low", "ci_high", "verdict", "scale"]
 FITTING = ("ols", "ridge")  # + gd<steps>
 BASELINE_ORDER = ("prior_mean", "nn", "ols", "ridge")
+LEARNED_RATIO = 0.5  # the replication report's rule (algo_emu.report.replication.LEARNED_RATIO)
 
 
 class Boot:
@@ -183,6 +184,7 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
     add(f"(set-up check, not an essay number) the trained model learns in context: prior-mean MSE / model MSE "
         f"at k={K}", "ICL exists (> 1)", *factor, sign_verdict(factor[1], factor[2], True, 1.0))
     details["beats_prior_mean_factor"] = factor
+    first_trained = len(rows)  # every row from here on is measured on the trained models
     kmin = ev["fit_k_min"]
     sel = ks[(ks >= kmin)]
     alpha = boot(["gaussian/err_model"], lambda mm: fit_exponent(sel, mm["gaussian/err_model"][sel] - sigma ** 2))
@@ -312,6 +314,15 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
         details["narrow_skill"] = {
             "other": {n: skill(boot._means(keys), n) for n in ("narrow", "control", "gaussian")},
             "narrow": {n: skill(boot._means(nk), n, "narrow") for n in ("narrow", "control")}}
+    # The project's "learned" rule (replication.md): error below half of what a predictor that ignores the prompt
+    # scores. A model whose prior-mean MSE / model MSE is not above 2 did not learn: its claims get no verdict.
+    if not factor[0] > 1 / LEARNED_RATIO:
+        details["learned"] = False
+        for row in rows[first_trained:]:
+            row["verdict"] = (f"did not learn (prior-mean MSE / model MSE = {factor[0]:.3g} <= {1 / LEARNED_RATIO:g}; "
+                              f"would read: {row['verdict']})")
+    else:
+        details["learned"] = True
     # ---- 3. not testable here ----------------------------------------------------------------
     for claim, pred, why in NOT_TESTED:
         add(claim, pred, math.nan, math.nan, math.nan, "not tested", why)

@@ -24,6 +24,7 @@ import torch
 
 from algo_emu.essay import tasks
 from algo_emu.essay.model import ICLTransformer
+from algo_emu.essay.plan import variant_init, variant_names  # noqa: F401  (re-exported: the variant plan is torch-free)
 from algo_emu.rng import derive, torch_stream
 
 log = logging.getLogger("algo_emu.essay")
@@ -31,16 +32,6 @@ log = logging.getLogger("algo_emu.essay")
 
 class OutOfDistributionError(ValueError):
     """A prompt or prior the model was not trained on, used without ``allow_ood=True``."""
-
-
-def variant_names(params: dict) -> list[str]:
-    names = ["gaussian"]
-    if params["shallow_layers"]:
-        names.append("shallow")
-    names += [f"M{m}" for m in params["diversity"]["M"]]
-    if params["narrow"]["finetune_steps"] > 0:
-        names += ["narrow", "control"]
-    return names
 
 
 def variant_spec(params: dict, variant: str) -> dict:
@@ -58,7 +49,7 @@ def variant_spec(params: dict, variant: str) -> dict:
     if variant in ("narrow", "control"):
         fam = params["narrow"]["family"] if variant == "narrow" else "gaussian"
         return {**spec, "prior": tasks.make_prior(fam, tau), "steps": params["narrow"]["finetune_steps"],
-                "lr": params["narrow"]["lr"], "init_from": "gaussian"}
+                "lr": params["narrow"]["lr"], "init_from": variant_init(variant)}
     raise ValueError(f"unknown essay variant {variant!r} (known: gaussian, shallow, M<m>, narrow, control)")
 
 

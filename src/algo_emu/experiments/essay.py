@@ -24,41 +24,15 @@ import pandas as pd
 import torch
 
 from algo_emu.cli import json_arg
+from algo_emu.config import check_essay
+from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
 from algo_emu.io import read_json, save_torch, write_json
 from algo_emu.tables import write_table
 
 log = logging.getLogger("algo_emu.essay")
 
 
-def check_section(section: dict, top_seeds=None) -> None:
-    """Cross-field checks of the (schema-validated) ``essay`` section; raise ConfigError naming the key."""
-    from algo_emu.config import ConfigError
-
-    if not section:
-        return
-    K = section["k_max"]
-    m = section["model"]
-    if m["d_model"] % m["heads"]:
-        raise ConfigError(f"essay.model.heads: {m['heads']} heads do not divide essay.model.d_model = {m['d_model']}")
-    ev = section["eval"]
-    for k in ev["order_ks"]:
-        if k > K:
-            raise ConfigError(f"essay.eval.order_ks: {k} exceeds the trained context essay.k_max = {K}")
-    if ev["outlier_k"] > K:
-        raise ConfigError(f"essay.eval.outlier_k: {ev['outlier_k']} exceeds the trained context essay.k_max = {K}")
-    if ev["fit_k_min"] > K - 2:
-        raise ConfigError(f"essay.eval.fit_k_min: {ev['fit_k_min']} leaves fewer than 3 values of k <= essay.k_max = {K}")
-    if section["tau"] not in ev["ood_tau"] and ev["ood_tau"]:
-        raise ConfigError(f"essay.eval.ood_tau: must include the training prior's tau = {section['tau']} "
-                          "(the in-distribution reference)")
-    if section["seeds"] is None and top_seeds is None:
-        raise ConfigError("essay.seeds: null needs the top-level seeds")
-
-
-def essay_seeds(config: dict) -> list[int]:
-    """E6's seeds: ``essay.seeds``, or the top-level ``seeds`` when it is null."""
-    s = config["essay"].get("seeds")
-    return list(config["seeds"] if s is None else s)
+check_section = check_essay  # the check lives in the torch-free config layer (algo_emu.config.check_essay)
 
 
 def _params(args) -> dict:
