@@ -32,7 +32,7 @@ import torch
 from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.data import heads as hd
-from algo_emu.experiments.heads_settings import headline, p_sweep_protocol, setting_name, settings  # noqa: F401
+from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.io import read_json, seed_metrics_path, write_json
 from algo_emu.models.emulator import EnsembleEmulator
@@ -44,7 +44,6 @@ from algo_emu.train import Member, TrainConfig, timing_record, train_ensemble
 log = logging.getLogger("algo_emu.heads")
 
 ROLES = ("K", "Q", "V")
-METRICS = {"exact": "mse", "batchmean": "mse_batchmean"}  # metric name -> column of the runs table
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "target_hidden", "hidden", "epochs", "batch_size", "lr", "test_fraction")
 _SUMMARY = ["mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "target_var_mean"]
 HEADS_COLUMNS = ["protocol", "target", "metric", "heads", "p", *_SUMMARY, "paper_mse", "paper_std"]
@@ -378,10 +377,10 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
     wanted = settings(params)
     missing = [st for st in wanted if st not in settings_done]
     seeds = runs.groupby(["protocol", "heads", "p"]).seed.nunique()
-    first = read_json(metrics[0])
+    records = {path: read_json(path) for path in metrics}  # read once: provenance, wall times, learning curves
+    first = records[metrics[0]]
     walls = {}
-    for path in metrics:
-        m = read_json(path)
+    for m in records.values():
         walls.setdefault((m["protocol"], m["setting"]["heads"], m["setting"]["p"]), m["timing"])
     lines = [f"# {title}", "",
              "E1 (attention emulating an attention head) at the paper's scale, made on this project's machines and "
@@ -405,7 +404,7 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
               "Mean over seeds of the composed head's test MSE (the protocol's headline quantity) at the evaluation "
               "epochs (`heads.eval_every`), and of the K/Q/V emulators' mean train loss:", ""]
     for (pr, h, p), _ in sorted(walls.items()):
-        recs = [read_json(m) for m in metrics if f"/{pr}/runs/H{h}_p{p}/" in m]
+        recs = [m for path, m in records.items() if f"/{pr}/runs/H{h}_p{p}/" in path]
         by_epoch: dict[int, list[float]] = defaultdict(list)
         loss: dict[int, list[float]] = defaultdict(list)
         for m in recs:

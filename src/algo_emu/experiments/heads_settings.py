@@ -12,6 +12,8 @@ Two protocols (``heads.protocols``), each with its own headline quantity:
 from __future__ import annotations
 
 PROTOCOLS = ("published", "independent")
+METRICS = {"exact": "mse", "batchmean": "mse_batchmean"}  # metric name -> column of the runs table
+METRIC_LABELS = {"exact": "exact mean", "batchmean": "mean of per-batch means"}
 
 
 def headline(protocol: str, params: dict) -> tuple[str, str]:

@@ -428,25 +428,18 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, f_csv: str, gd_cs
 def add_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="step", required=True)
 
-    p = sub.add_parser("train", help="train one p, all seeds x f as one ensemble, evaluate on the held-out split")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--p", type=int, required=True)
-    p.add_argument("--seeds", type=int, nargs="+", required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--checkpoint")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
-    p.set_defaults(func=lambda a: train_setting(a.params, a.p, a.seeds, a.out_dir, a.checkpoint, a.device, a.threads) and 0)
-
-    p = sub.add_parser("blind", help="the weight-blind baseline of one p (tokens without w), same budget")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--p", type=int, required=True)
-    p.add_argument("--seeds", type=int, nargs="+", required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--checkpoint")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
-    p.set_defaults(func=lambda a: train_blind(a.params, a.p, a.seeds, a.out_dir, a.checkpoint, a.device, a.threads) and 0)
+    # The model and its weight-blind baseline take the same arguments (the same budget by construction).
+    for step, fn, text in (("train", train_setting, "train one p, all seeds x f as one ensemble, evaluate on the held-out split"),
+                           ("blind", train_blind, "the weight-blind baseline of one p (tokens without w), same budget")):
+        p = sub.add_parser(step, help=text)
+        p.add_argument("--params", type=json_arg, required=True)
+        p.add_argument("--p", type=int, required=True)
+        p.add_argument("--seeds", type=int, nargs="+", required=True)
+        p.add_argument("--out-dir", required=True)
+        p.add_argument("--checkpoint")
+        p.add_argument("--device", default="auto")
+        p.add_argument("--threads", type=int)
+        p.set_defaults(func=lambda a, fn=fn: fn(a.params, a.p, a.seeds, a.out_dir, a.checkpoint, a.device, a.threads) and 0)
 
     p = sub.add_parser("aggregate", help="f_emulation, f_gd_step and f_emulation_ablation tables from per-seed metrics")
     p.add_argument("--params", type=json_arg, required=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from algo_emu.experiments.heads_settings import METRIC_LABELS, METRICS
 from algo_emu.io import read_json
 from algo_emu.plots import FIT_COLOR, OURS_COLOR, PAPER_COLOR, figure, save_figure
 from algo_emu.tables import require_columns
@@ -42,7 +43,7 @@ def heads_figure(table_csv: str, fit_json: str | None, runs_csv: str, stem: str)
             sub = table[table.protocol == protocol]
             target, metric = sub.target.iloc[0], sub.metric.iloc[0]  # the first target of a protocol is its headline
             t = sub[sub.target == target].sort_values("heads")
-            column = "mse" if metric == "exact" else "mse_batchmean"
+            column = METRICS[metric]
             ax.fill_between(t.heads, t.mse_ci_low, t.mse_ci_high, color=OURS_COLOR, alpha=0.25, lw=0)
             ax.plot(t.heads, t.mse_mean, "o-", color=OURS_COLOR, label=f"ours (mean, n={int(t.n_seeds.min())})")
             sel = runs[(runs.protocol == protocol) & (runs.target == target) & runs.heads.isin(t.heads)
@@ -60,7 +61,7 @@ def heads_figure(table_csv: str, fit_json: str | None, runs_csv: str, stem: str)
                             label="paper (mean ± std)")
             _maybe_log(ax, [t.mse_ci_low.min(), t.mse_ci_high.max(), *pp.paper_mse, *t.target_var_mean])
             ax.set_xlabel("heads H")
-            ax.set_ylabel(f"test MSE ({'mean of per-batch means' if metric == 'batchmean' else 'exact mean'})")
+            ax.set_ylabel(f"test MSE ({METRIC_LABELS[metric]})")
             ax.set_title(f"{_TITLES.get(protocol, protocol)}\ntarget: {target}", fontsize=8)
             ax.set_xticks(list(t.heads))
             ax.legend(fontsize=6)
@@ -74,7 +75,7 @@ def prompt_length_figure(table_csv: str, runs_csv: str, stem: str) -> None:
     runs = pd.read_csv(runs_csv)
     protocol, target, metric = table.protocol.iloc[0], table.target.iloc[0], table.metric.iloc[0]
     t = table[table.target == target].sort_values("p")
-    column = "mse" if metric == "exact" else "mse_batchmean"
+    column = METRICS[metric]
     with figure() as (fig, ax):
         ax.fill_between(t.p, t.mse_ci_low, t.mse_ci_high, color=OURS_COLOR, alpha=0.25, lw=0)
         ax.plot(t.p, t.mse_mean, "o-", color=OURS_COLOR, label=f"ours (mean, n={int(t.n_seeds.min())})")
@@ -83,7 +84,7 @@ def prompt_length_figure(table_csv: str, runs_csv: str, stem: str) -> None:
         ax.plot(t.p, t.target_var_mean, ":", color="0.4", label="Var(Y): a constant predictor")
         _maybe_log(ax, [t.mse_ci_low.min(), t.mse_ci_high.max(), *t.target_var_mean])
         ax.set_xlabel("tokens p after appending learnable tokens (n data tokens + p - n)")
-        ax.set_ylabel(f"test MSE ({'mean of per-batch means' if metric == 'batchmean' else 'exact mean'})")
+        ax.set_ylabel(f"test MSE ({METRIC_LABELS[metric]})")
         ax.set_title(f"H = {int(t.heads.iloc[0])}, {_TITLES.get(protocol, protocol)}, target: {target}", fontsize=8)
         ax.legend(fontsize=7)
         save_figure(fig, stem, footer=_footer(runs, " | the paper reports no table for this sweep"))
