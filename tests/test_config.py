@@ -1,5 +1,7 @@
 """Bad config is an error that names the key; good config gets the schema defaults."""
 
+import json
+
 import pytest
 import yaml
 
@@ -147,3 +149,101 @@ def test_config_errors_through_snakemake(tmp_path):
                       env={"CUDA_VISIBLE_DEVICES": ""})
     assert cuda.returncode != 0 and "device: 'cuda' but no GPU is visible" in cuda.stderr + cuda.stdout
     assert not (tmp_path / "data").exists()  # refused before the first job
+
+
+# ----------------------------------------------------------------------------- issue 9 item 4: defaults only in the schemas
+
+
+TRAINED_SECTIONS = ("heads", "theorem31", "statistical", "ames")
+TRAINING_KEYS = ("epochs", "batch_size", "lr", "checkpoint_every", "compile", "attention")
+
+
+def test_training_keys_come_from_one_shared_schema():
+    from algo_emu.config import SCHEMA_DIR, load_schema
+
+    shared = yaml.safe_load((SCHEMA_DIR / "training.schema.yaml").read_text())["$defs"]
+    assert tuple(shared) == TRAINING_KEYS
+    for section in TRAINED_SECTIONS:
+        raw = yaml.safe_load((SCHEMA_DIR / f"{section}.schema.yaml").read_text())["properties"]
+        resolved = load_schema(SCHEMA_DIR / f"{section}.schema.yaml")["properties"]
+        for key in TRAINING_KEYS:
+            assert raw[key]["$ref"] == f"training.schema.yaml#/$defs/{key}", (section, key)
+            # only a default or a description may be stated beside the $ref; the constraints are shared
+            assert set(raw[key]) <= {"$ref", "default", "description"}, (section, key)
+            assert {k: v for k, v in resolved[key].items() if k not in ("default", "description")} == \
+                {k: v for k, v in shared[key].items() if k not in ("default", "description")}, (section, key)
+        assert resolved["attention"]["enum"] == ["auto", "matmul", "sdpa", "fused"]   # ames had lost fused
+
+
+@pytest.mark.parametrize("section", TRAINED_SECTIONS)
+def test_shared_training_keys_are_checked_coerced_and_defaulted_per_section(tmp_path, section):
+    for key, bad in (("epochs", 0), ("batch_size", 1.5), ("lr", 0), ("checkpoint_every", 0), ("compile", "yes"),
+                     ("attention", "flash")):
+        with pytest.raises(ConfigError) as info:
+            load_config(_write(tmp_path, {section: {key: bad}}), gpu_check=False)
+        assert str(info.value).startswith(f"{section}.{key}: "), str(info.value)
+    got = load_config(_write(tmp_path, {section: {"lr": "1e-2"}}), gpu_check=False)[section]
+    assert got["lr"] == 0.01   # a $ref'd number written 1e-2 is still a number
+    # the defaults stated in training.schema.yaml are filled in, and a section's own default wins
+    assert (got["batch_size"], got["compile"], got["attention"]) == (32, False, "auto")
+    assert (got["epochs"], got["checkpoint_every"]) == {
+        "heads": (50, 1), "theorem31": (100, 1), "statistical": (300, 1), "ames": (300, 10)}[section]
+
+
+def test_python_modules_read_their_defaults_from_the_schemas():
+    """Every default the Python modules use comes from algo_emu.config.schema_defaults: with the
+    schema's defaults replaced by marked values, the modules' defaults are the marked values. A module
+    that wrote a default of its own again would keep its own value and fail here."""
+    import subprocess
+    import sys
+
+    code = r"""
+import json
+from algo_emu import config
+
+original = config._section_defaults
+
+def mark(value):
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return value + 1000
+    if isinstance(value, str):
+        return value + "#"
+    if isinstance(value, list):
+        return [mark(v) for v in value]
+    if isinstance(value, dict):
+        return {k: mark(v) for k, v in value.items()}
+    return value
+
+config._section_defaults = lambda section: mark(original(section))
+from algo_emu.constructions import studies
+from algo_emu.data import ames as data
+from algo_emu.data import ames_fits as fits
+from algo_emu.experiments import ames as ex
+
+ames = config.schema_defaults("ames")
+print(json.dumps({
+    "data": data.DEFAULTS == {k: ames[k] for k in data.DOWNLOAD_KEYS + data.PREPARE_KEYS},
+    "fits": fits.FIT_DEFAULTS == {k: ames[k] for k in fits.FIT_KEYS},
+    "train": ex.TRAIN_DEFAULTS == {k: ames[k] for k in ("modes",) + ex.TRAIN_KEYS},
+    "ames": ex.DEFAULTS == ames,
+    "constructions": studies.DEFAULTS == studies.resolve(None) == config.schema_defaults("constructions"),
+    "marked": ames["heads"] == 1008 and ames["source"] == "auto#",
+}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {"data": True, "fits": True, "train": True, "ames": True, "constructions": True,
+                               "marked": True}
+
+
+def test_schema_defaults_are_fresh_copies_of_the_filled_section():
+    from algo_emu.config import schema_defaults
+
+    first = schema_defaults("constructions")
+    assert first["beta_study"]["beta_d2"][0] == 0.01 and first["library"]["P"] == 321   # nested defaults filled
+    first["library"]["P"] = -1
+    assert schema_defaults("constructions")["library"]["P"] == 321
+    from algo_emu.constructions.interpreter import DEFAULT_END_TOL
+
+    assert first["end_tol"] == DEFAULT_END_TOL   # the interpreter's own fallback, used without a config

@@ -9,10 +9,9 @@ import json
 import pandas as pd
 import pytest
 import torch
-import yaml
 
 from algo_emu import paper_values
-from algo_emu.config import ConfigError, _validate, check_statistical
+from algo_emu.config import ConfigError, _validate, check_statistical, load_schema
 from algo_emu.data import statistical as st
 from algo_emu.experiments import statistical as e3
 from algo_emu.frozen import FrozenModelError, frozen, load_frozen, parameter_digest
@@ -215,7 +214,7 @@ def test_schema_defaults_are_the_protocol_and_the_data_layers():
     for mode in st.MODES:  # one source of truth: the schema's defaults are the data layer's
         assert cfg["data_params"][mode] == st.DEFAULT_PARAMS[mode], mode
         assert tuple(cfg["algorithms"][mode]) == st.MIXED[mode], mode
-    schema = yaml.safe_load(path.read_text())
+    schema = load_schema(path)   # the shared training keys resolved (training.schema.yaml)
     assert schema["additionalProperties"] is False
     for key, spec in schema["properties"].items():
         assert "description" in spec and "default" in spec, key

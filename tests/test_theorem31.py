@@ -9,9 +9,8 @@ import json
 import pandas as pd
 import pytest
 import torch
-import yaml
 
-from algo_emu.config import ConfigError, _validate, check_theorem31
+from algo_emu.config import ConfigError, _validate, check_theorem31, load_schema
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments import theorem31 as e2
 from algo_emu.runtime import REPO_ROOT
@@ -158,7 +157,7 @@ def test_schema_defaults_are_the_published_scale():
     assert {k: cfg[k] for k in ("n_prompts", "n_tokens", "d", "hidden", "batch_size", "lr", "epochs")} == {
         "n_prompts": 50000, "n_tokens": 20, "d": 24, "hidden": 64, "batch_size": 32, "lr": 0.001, "epochs": 100}
     assert 60 in cfg["p_sweep"] and cfg["fs"][0] == "tanh" and (cfg["x_dist"], cfg["x_scale"]) == ("uniform", 5.0)
-    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "theorem31.schema.yaml").read_text())
+    schema = load_schema(REPO_ROOT / "workflow" / "schemas" / "theorem31.schema.yaml")   # shared training keys resolved
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]["fs"]["items"]["enum"]) == set(t31.F_REGISTRY)
     for key, spec in schema["properties"].items():

@@ -14,6 +14,8 @@ cheap). Keep it that way; ``tests/test_config.py`` checks it.
 
 from __future__ import annotations
 
+import copy
+import functools
 import glob
 import os
 import re
@@ -100,11 +102,64 @@ def _default_filling_validator():
     return validators.extend(Draft202012Validator, {"properties": set_defaults})
 
 
+def _resolve_refs(node: Any, base: Path) -> Any:
+    """``node`` with every ``$ref: "<file>#/<pointer>"`` (a file beside ``base``) replaced by the
+    node it names, merged under the keys written beside the ``$ref`` (those win)."""
+    if isinstance(node, list):
+        return [_resolve_refs(x, base) for x in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _resolve_refs(v, base) for k, v in node.items()}
+    ref = node.pop("$ref", None)
+    if ref is None:
+        return node
+    file, _, pointer = str(ref).partition("#")
+    if not file:
+        raise ConfigError(f"{base}: $ref {ref!r}: only references to another schema file are resolved")
+    target: Any = _resolve_refs(_schema_file(base.parent / file), base.parent / file)
+    for part in [p for p in pointer.split("/") if p]:
+        if not isinstance(target, dict) or part not in target:
+            raise ConfigError(f"{base}: $ref {ref!r} names nothing in {base.parent / file}")
+        target = target[part]
+    return {**target, **node}
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_file(path: Path) -> dict:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"schema file not found: {path}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _resolved_schema(path: Path) -> dict:
+    return _resolve_refs(_schema_file(path), path)
+
+
+def load_schema(schema_file: str | Path) -> dict:
+    """The schema in ``schema_file`` with its ``$ref``s to other schema files resolved (a fresh copy)."""
+    return copy.deepcopy(_resolved_schema(Path(schema_file).resolve()))
+
+
+def schema_defaults(section: str) -> dict:
+    """The defaults of a config section (``workflow/schemas/<section>.schema.yaml``), nested ones filled
+    in: the only place a default is written (Python modules read them here). A fresh copy, safe to change."""
+    return copy.deepcopy(_section_defaults(section))
+
+
+@functools.lru_cache(maxsize=None)
+def _section_defaults(section: str) -> dict:
+    out: dict = {}
+    _validate(out, SCHEMA_DIR / f"{section}.schema.yaml", section)
+    return out
+
+
 def _validate(data: dict, schema_file: Path, where: str) -> None:
     """Coerce numbers, fill defaults and validate ``data`` in place; errors name ``where.key``."""
     import jsonschema
 
-    schema = yaml.safe_load(schema_file.read_text())
+    schema = load_schema(schema_file)
     coerce_numbers(data, schema)
     try:
         _default_filling_validator()(schema).validate(data)

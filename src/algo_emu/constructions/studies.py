@@ -1,7 +1,7 @@
 """E5 experiments on the hand-built interpreter: error studies, the algorithm library, multi-step GD.
 
 Every function takes the resolved ``constructions`` config section (see
-workflow/schemas/constructions.schema.yaml; :data:`DEFAULTS` mirrors its defaults)
+workflow/schemas/constructions.schema.yaml; :data:`DEFAULTS` are its defaults, read from it)
 and a list of seeds, and returns tidy pandas frames: one row per (setting, seed)
 ("per seed"), and the aggregate over seeds (mean, std, bootstrap CI via
 :func:`algo_emu.tables.summarise`).  Random instances come from
@@ -40,41 +40,16 @@ from algo_emu.constructions.programs import (
     template_exact,
     template_program,
 )
+from algo_emu.config import schema_defaults
 from algo_emu.io import tensor_digest
 from algo_emu.rng import torch_stream
 from algo_emu.tables import summarise
 
 STUDIES = ("beta", "p", "n", "d")
 
-DEFAULTS: dict = {
-    "n": 12,
-    "d": 4,
-    "key_ratio": 2,
-    "target_beta": 1.0,
-    "x_scale": 1.0,
-    "distribution": "uniform",
-    "grid_half_width": 8.0,
-    "P": 100,
-    "beta_d2": 0.5,
-    "table": "auto",
-    "end_tol": DEFAULT_END_TOL,
-    "instances": 16,
-    "beta_study": {"beta_d2": [0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0]},
-    "p_study": {"P": [10, 15, 20, 30, 40, 60, 80, 100, 150, 200, 300, 400], "beta_d2": [0.5, 2.0, 8.0], "beta": [4.0]},
-    "n_study": {"n": [1, 2, 4, 6, 8, 12], "P": 100},
-    "d_study": {"d": [1, 2, 4, 8, 16], "P": 100},
-    "library": {
-        "grid_half_width": 16.0, "P": 321, "beta_d2": 0.5, "n": 12, "d": 4, "instances": 8, "eta": 0.1,
-        "ridge": 0.5, "huber_delta": 1.0, "noise": 0.1, "w_scale": 0.5, "w0_scale": 0.5, "gate": 2.0, "r_range": 4.0,
-        "algorithms": ["attention_head", "gd_squared", "gd_ridge", "gd_logistic", "gd_huber", "template_tanh"],
-    },
-    "multistep": {
-        "grid_half_width": 16.0, "P": 321, "beta_d2": 0.5, "n": 12, "d": 4, "instances": 8, "eta": 0.1,
-        "steps": 20, "ridge": 0.5, "huber_delta": 1.0, "noise": 0.1, "w_scale": 0.5, "w0_scale": 0.5, "gate": 2.0,
-        "r_range": 4.0,
-        "losses": ["squared", "logistic", "huber"],
-    },
-}
+#: Defaults of the ``constructions`` section, read from workflow/schemas/constructions.schema.yaml
+#: (the only place they are written).
+DEFAULTS: dict = schema_defaults("constructions")
 
 
 def resolve(params: dict | None) -> dict:

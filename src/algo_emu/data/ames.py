@@ -48,6 +48,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
+from algo_emu.config import schema_defaults
 from algo_emu.io import atomic_path, read_json, sha256_file, write_json
 from algo_emu.rng import numpy_stream
 
@@ -412,27 +413,14 @@ def typed_frame(df: pd.DataFrame) -> pd.DataFrame:
 SOURCES = ("auto", "openml", "packaged")
 SOURCES_TEXT = "'auto', 'openml', 'packaged' or a path ending in '.csv'"
 
-#: Defaults of the data keys of the ``ames`` config section (the schema carries the same).
-DEFAULTS: dict[str, Any] = {
-    "source": "auto",
-    "openml_data_id": OPENML_DATA_ID,
-    "openml_sha256": None,
-    "openml_timeout_s": 10.0,
-    "packaged_sha256": "6d65fa2300ad162e5578b4c8e58fe508be7b61f7a9f5594e99778119fba77ab0",
-    "local_sha256": None,
-    "na_values": ["", "NA"],
-    "test_fraction": 0.2,
-    "drop_id_columns": True,
-    "fit_statistics_on": "train",
-    "categories_from": "train",
-}
-
-
 #: The keys each step reads (workflow/rules/ames.smk passes exactly these; a test checks it).
 DOWNLOAD_KEYS: tuple[str, ...] = (
     "source", "openml_data_id", "openml_sha256", "openml_timeout_s", "packaged_sha256", "local_sha256", "na_values",
 )  # fmt: skip
 PREPARE_KEYS: tuple[str, ...] = ("na_values", "test_fraction", "drop_id_columns", "fit_statistics_on", "categories_from")
+
+#: Defaults of the data keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
+DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in DOWNLOAD_KEYS + PREPARE_KEYS}
 
 
 class AmesDataError(ValueError):

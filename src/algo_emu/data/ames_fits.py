@@ -61,6 +61,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from algo_emu.config import schema_defaults
 from algo_emu.io import atomic_path, read_json, write_json
 from algo_emu.rng import derive, numpy_stream
 
@@ -70,35 +71,20 @@ ALGORITHMS: tuple[str, ...] = ("linear", "ridge", "lasso")
 SKLEARN_NAMES = {"linear": "LinearRegression", "ridge": "Ridge", "lasso": "Lasso"}
 MODES: tuple[str, ...] = ("corrected", "reference_code")
 
-#: Defaults of the fit keys of the ``ames`` config section (the schema carries the same).
-FIT_DEFAULTS: dict[str, Any] = {
-    "reference_alpha": 1.0,
-    "cv_folds": 5,
-    "ridge_log10_alpha_min": -3.0,
-    "ridge_log10_alpha_max": 4.0,
-    "ridge_n_alphas": 29,
-    "lasso_n_alphas": 100,
-    "lasso_eps": 0.001,
-    "lasso_max_iter": 10000,
-}
 #: The keys reference_code fits read (the published code's fits; the pool keys do not touch them).
-REFERENCE_FIT_KEYS: tuple[str, ...] = tuple(FIT_DEFAULTS)
+REFERENCE_FIT_KEYS: tuple[str, ...] = (
+    "reference_alpha", "cv_folds", "ridge_log10_alpha_min", "ridge_log10_alpha_max", "ridge_n_alphas", "lasso_n_alphas",
+    "lasso_eps", "lasso_max_iter",
+)  # fmt: skip
 #: Weight-pool keys (corrected mode only; see the module docstring and ames.schema.yaml).
-POOL_DEFAULTS: dict[str, Any] = {
-    "pool_bootstraps": 32,
-    "pool_heldout_bootstraps": 8,
-    "pool_log10_alpha_min": -3.0,
-    "pool_log10_alpha_max": 5.0,
-    "pool_n_alphas": 9,
-    "pool_coef_scale_min": -1.0,
-    "pool_coef_scale_max": 2.0,
-    "pool_perturb_scale": 1.0,
-    "pool_perturb_rank": 0,
-    "pool_pairs_per_row": 4,
-    "pool_eval_pairs_per_row": 4,
-}
-FIT_DEFAULTS.update(POOL_DEFAULTS)
-FIT_KEYS: tuple[str, ...] = tuple(FIT_DEFAULTS)
+POOL_KEYS: tuple[str, ...] = (
+    "pool_bootstraps", "pool_heldout_bootstraps", "pool_log10_alpha_min", "pool_log10_alpha_max", "pool_n_alphas",
+    "pool_coef_scale_min", "pool_coef_scale_max", "pool_perturb_scale", "pool_perturb_rank", "pool_pairs_per_row",
+    "pool_eval_pairs_per_row",
+)  # fmt: skip
+FIT_KEYS: tuple[str, ...] = REFERENCE_FIT_KEYS + POOL_KEYS
+#: Defaults of the fit keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
+FIT_DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in FIT_KEYS}
 #: Families of pool vectors (index = the ``pool_*_family`` code).
 POOL_FAMILIES: tuple[str, ...] = ("refit", "perturbed")
 

@@ -63,6 +63,7 @@ import torch
 
 from algo_emu import ablation as abl
 from algo_emu.cli import json_arg
+from algo_emu.config import schema_defaults
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
 from algo_emu.data.ames_fits import ALGORITHMS, MODES, POOL_FAMILIES
@@ -75,25 +76,15 @@ from algo_emu.train import Member, TrainConfig, train_ensemble
 
 log = logging.getLogger("algo_emu.ames")
 
-#: Defaults of the training keys of the ``ames`` config section (the schema carries the same).
-TRAIN_DEFAULTS: dict[str, Any] = {
-    "modes": ["corrected", "reference_code"],
-    "heads": 8,
-    "total_tokens": 100,
-    "hidden": "auto",
-    "epochs": 300,
-    "batch_size": 32,
-    "lr": 0.001,
-    "checkpoint_every": 10,
-    "compile": False,
-    "attention": "auto",
-}
 #: The keys the train step reads (workflow/rules/ames.smk passes exactly these; a test checks it).
 TRAIN_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every",
                                "compile", "attention")
 #: Keys that change the trained numbers (the checkpoint fingerprint and the run hash).
 RESULT_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "attention")
-DEFAULTS: dict[str, Any] = {**data.DEFAULTS, **fits.FIT_DEFAULTS, **TRAIN_DEFAULTS}
+#: Defaults of the whole ``ames`` section and of its training keys, read from workflow/schemas/ames.schema.yaml
+#: (the only place they are written).
+DEFAULTS: dict[str, Any] = schema_defaults("ames")
+TRAIN_DEFAULTS: dict[str, Any] = {k: v for k, v in DEFAULTS.items() if k in ("modes",) + TRAIN_KEYS}
 
 #: Prompt sets of the evaluation: the three algorithms' own fits (both modes) and, in corrected
 #: mode, weight vectors held out from training (one set per pool family).
@@ -135,12 +126,12 @@ def resolve_train_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def check_params(p: Mapping[str, Any]) -> None:
     """Cross-field checks of the training keys (the schema checks types and ranges)."""
-    H, hidden = p.get("heads", 8), p.get("hidden", "auto")
+    H, hidden = p.get("heads", DEFAULTS["heads"]), p.get("hidden", DEFAULTS["hidden"])
     if hidden != "auto" and (isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1):
         raise AmesConfigError(f"ames.hidden must be 'auto' or a positive integer, got {hidden!r}")
     if hidden != "auto" and hidden % H:
         raise AmesConfigError(f"ames.heads: {H} heads do not divide ames.hidden = {hidden}")
-    if p.get("total_tokens", 100) < 1:
+    if p.get("total_tokens", DEFAULTS["total_tokens"]) < 1:
         raise AmesConfigError(f"ames.total_tokens (p) must be >= 1 (n = 1 data token), got {p['total_tokens']}")
     for m in p.get("modes", []):
         if m not in MODES:

@@ -34,6 +34,7 @@ import torch
 from algo_emu import ablation as ab
 from algo_emu import paper_values
 from algo_emu.cli import json_arg
+from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
 from algo_emu.frozen import frozen, load_frozen, save_frozen
 from algo_emu.io import read_json, seed_metrics_path, sha256_file, tensor_digest, write_csv, write_json
@@ -46,6 +47,8 @@ from algo_emu.train import Member, TrainConfig, train_ensemble
 log = logging.getLogger("algo_emu.statistical")
 
 EXPERIMENT = "statistical"
+#: The section's defaults, read from workflow/schemas/statistical.schema.yaml (used where a key is absent).
+DEFAULTS = schema_defaults(EXPERIMENT)
 MODES = st.MODES
 TRAIN_KEYS = ("n_prompts", "n_context", "n_query", "d", "hidden", "p", "epochs", "batch_size", "lr")
 EVAL_KEYS = ("eval_prompts",)
@@ -143,7 +146,7 @@ def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = 
     width = layout(params, mode).blind().d_in if blind else d_in(params, mode)
     return {"experiment": EXPERIMENT, "mode": mode, "heads": H, "members": [[s, mode] for s in seeds],
             "d_in": width, "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
-            "total_tokens": params["p"], "attention": params.get("attention", "auto"), "weight_blind": blind}
+            "total_tokens": params["p"], "attention": params.get("attention", DEFAULTS["attention"]), "weight_blind": blind}
 
 
 def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> EnsembleEmulator:
@@ -174,7 +177,7 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     model = build_model(meta, [torch_stream(s, EXPERIMENT, init, mode) for s in seeds]).to(device)
     meta["attention"] = model.resolved_attention(next(model.parameters()).device)
     cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
-                      checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False),
+                      checkpoint_every=params.get("checkpoint_every", DEFAULTS["checkpoint_every"]), compile=params.get("compile", DEFAULTS["compile"]),
                       stream=f"{EXPERIMENT}/shuffle")
     run_params = ({k: params[k] for k in TRAIN_KEYS} | {"mode": mode, "heads": H, "algorithms": list(algorithms(params, mode)),
                   "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
@@ -251,7 +254,7 @@ def _ablation_variants(params: dict, mode: str, alg: str, seed: int, batches: di
                              donors=donors, extra=extra)
 
 
-def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int = 1000,
+def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int = DEFAULTS["eval_chunk"],
                    batches: dict | None = None, ablations: bool = False, blind: bool = False) -> dict:
     """Per seed and algorithm, errors of the frozen ensemble on fresh data; records the parameter digests.
 
@@ -317,7 +320,7 @@ def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str 
                                         "ablate" if is_blind else "a model with weights in its prompt was given as the "
                                         "weight-blind baseline"))
     _check_same_data(params, info["params"], mode, path)
-    result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", 1000), batches=batches,
+    result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", DEFAULTS["eval_chunk"]), batches=batches,
                             ablations=not blind, blind=blind)
     file_after = sha256_file(path)
     frozen_info = result["frozen"] | {"file_sha256_before": file_before, "file_sha256_after": file_after,
