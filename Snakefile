@@ -1,6 +1,7 @@
 # algo-emu: replication pipeline for "In-Context Algorithm Emulation in
 # Fixed-Weight Transformers" (Hu, Liu, Zhang, Liu; ICLR 2026).
 # Thin on purpose: the rules live in workflow/rules/, the logic in src/algo_emu/.
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 min_version("8.0")
@@ -43,7 +44,7 @@ localrules:
     statistical_heads_figure,
     statistical_ablation_figure,
     ames_aggregate,
-    ames_plot,
+    ames_figure,
     construction_figure,
     essay_equivalences,
     essay_aggregate,
@@ -57,3 +58,22 @@ rule all:
     default_target: True
     input:
         ALL_OUTPUTS,
+
+
+# Named targets, one per entry of algo_emu.report.targets.TARGETS (its name and earlier names, the
+# aliases): `snakemake <name>` builds that entry's files and what they need. Where a rule of that name
+# already writes the files (ames_figure, theorem31_figure, manifest), it is the target itself.
+for _target in TARGETS:
+    for _name in (_target.name, *_target.aliases):
+        if workflow.is_rule(_name):
+            _written = set(map(str, workflow.get_rule(_name).output))
+            if _written != set(_target.files):
+                raise WorkflowError(f"target {_name}: rule {_name} writes {sorted(_written)}, "
+                                    f"algo_emu.report.targets says {_target.files}")
+            continue
+
+        rule:
+            name:
+                _name
+            input:
+                _target.files,

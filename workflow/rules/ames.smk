@@ -4,6 +4,7 @@
 # job per mode, read-only evaluation, table, figure.
 # The logic is in src/algo_emu/data/ames.py, src/algo_emu/data/ames_fits.py,
 # src/algo_emu/experiments/ames.py; docs/ames.md explains every step.
+import os
 
 # Each step gets only the keys it reads, so changing a training key reruns neither.
 AMES_DOWNLOAD_KEYS = (
@@ -128,13 +129,6 @@ AMES_ABLATION_TABLES = [
 ]
 AMES_FIGURES = expand("results/figures/ames.{ext}", ext=["pdf", "png"])
 AMES_ABLATION_FIGURES = expand("results/figures/ames_ablation.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(
-    AMES_TABLES
-    + AMES_ABLATION_TABLES
-    + ["results/tables/ames_runs.csv"]
-    + AMES_FIGURES
-    + AMES_ABLATION_FIGURES
-)
 
 
 wildcard_constraints:
@@ -177,6 +171,7 @@ rule ames_train:
         cfg=ames_params(AMES_TRAIN_KEYS),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        checkpoint_dir="results/ames/{ames_mode}/checkpoints",
     log:
         "logs/ames/train_{ames_mode}.log",
     benchmark:
@@ -189,7 +184,7 @@ rule ames_train:
     shell:
         "{PY} -m algo_emu ames train --params {params.cfg} --mode {wildcards.ames_mode} --seeds {params.seeds}"
         " --prepared {input.prepared} --fits {input.fits} --out {output.model} --out-blind {output.blind}"
-        " --checkpoint-dir results/ames/{wildcards.ames_mode}/checkpoints"
+        " --checkpoint-dir {params.checkpoint_dir}"
         " --device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -208,6 +203,7 @@ rule ames_evaluate:
     params:
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        out_dir=lambda wc, output: os.path.dirname(output.predictions),
     log:
         "logs/ames/evaluate_{ames_mode}.log",
     benchmark:
@@ -219,7 +215,7 @@ rule ames_evaluate:
     shell:
         "{PY} -m algo_emu ames evaluate --mode {wildcards.ames_mode} --seeds {params.seeds}"
         " --prepared {input.prepared} --fits {input.fits} --emulator {input.model} --blind {input.blind}"
-        " --out-dir results/ames/{wildcards.ames_mode} --predictions {output.predictions}"
+        " --out-dir {params.out_dir} --predictions {output.predictions}"
         " --device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -236,33 +232,26 @@ rule ames_aggregate:
         "logs/ames/aggregate.log",
     shell:
         "{PY} -m algo_emu ames aggregate --modes {params.modes} --metrics {input}"
-        " --table results/tables/ames.csv --runs {output.runs}"
-        " --ablation-table results/tables/ames_ablation.csv > {log} 2>&1"
+        " --table {output.tables[0]} --runs {output.runs}"
+        " --ablation-table {output.ablation[0]} > {log} 2>&1"
 
 
-rule ames_plot:
+rule ames_figure:
     input:
         table="results/tables/ames.csv",
         runs="results/tables/ames_runs.csv",
         predictions=expand("results/ames/{mode}/predictions.csv", mode=AMES_MODES),
         ablation="results/tables/ames_ablation.csv",
     output:
-        [report(f, caption="../report/ames.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="figures", labels={"name": "ames.png"}) if f.endswith(".png") else f for f in AMES_FIGURES],
-        [report(f, caption="../report/ablation.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="ablations", labels={"name": "ames_ablation.png"}) if f.endswith(".png") else f for f in AMES_ABLATION_FIGURES],
+        figures=[report(f, caption="../report/ames.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="figures", labels={"name": "ames.png"}) if f.endswith(".png") else f for f in AMES_FIGURES],
+        ablation=[report(f, caption="../report/ablation.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="ablations", labels={"name": "ames_ablation.png"}) if f.endswith(".png") else f for f in AMES_ABLATION_FIGURES],
+    params:
+        stem=lambda wc, output: os.path.splitext(output.figures[0])[0],
+        ablation_stem=lambda wc, output: os.path.splitext(output.ablation[0])[0],
     log:
         "logs/ames/figure.log",
     shell:
         "{PY} -m algo_emu ames figure --table {input.table} --runs {input.runs}"
-        " --predictions {input.predictions} --out results/figures/ames"
-        " --ablation-table {input.ablation} --ablation-out results/figures/ames_ablation > {log} 2>&1"
+        " --predictions {input.predictions} --out {params.stem}"
+        " --ablation-table {input.ablation} --ablation-out {params.ablation_stem} > {log} 2>&1"
 
-
-# Named targets: the tables and the figures, each rebuildable alone.
-rule ames_table:
-    input:
-        AMES_TABLES + AMES_ABLATION_TABLES + ["results/tables/ames_runs.csv"],
-
-
-rule ames_figure:
-    input:
-        AMES_FIGURES + AMES_ABLATION_FIGURES,

@@ -1,10 +1,11 @@
 # Shared set-up for every experiment's rules: config validation, the Python
-# that runs the package, the list of final outputs, wildcard constraints.
+# that runs the package, the list of final outputs (from the targets map), wildcard constraints.
 import json
 import shlex
 import sys
 
 from algo_emu.config import check_device, validate_sections  # noqa: E402  (torch-free)
+from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
 
 # The top level and each experiment's section against its schema (workflow/schemas/), the
 # same code as algo_emu.config.load_config: numbers written 1e-3 are numbers, defaults are
@@ -23,8 +24,9 @@ PY = shlex.quote(sys.executable)
 SEEDS = list(config["seeds"])
 DEVICE = config["device"]
 
-# Final outputs; each experiment's .smk appends its own, `rule all` requests them.
-ALL_OUTPUTS = []
+# Final outputs: every file of every named target (algo_emu.report.targets, the one map of paper
+# figures and tables to targets and files); `rule all` requests them, the report and the manifest read them.
+ALL_OUTPUTS = all_outputs()
 
 
 def as_json(obj):

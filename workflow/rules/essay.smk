@@ -139,19 +139,3 @@ rule essay_equivalences_figure:
         "{PY} -m algo_emu essay figure --kind equivalences --params {params.cfg} --equivalences {input.table}"
         " --out-stem {params.stem} > {log} 2>&1"
 
-
-ESSAY_TABLES = rules.essay_aggregate.output[:4] + rules.essay_equivalences.output[:]
-ESSAY_FIGURES = rules.essay_icl_figure.output[:] + rules.essay_equivalences_figure.output[:]
-
-
-rule essay_claims:
-    input:
-        ESSAY_TABLES,
-
-
-rule essay_figures:
-    input:
-        ESSAY_FIGURES,
-
-
-ALL_OUTPUTS.extend(ESSAY_TABLES + ESSAY_FIGURES)

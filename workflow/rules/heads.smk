@@ -18,7 +18,6 @@ HEADS_TABLES = [
 ]
 HEADS_FIGURES = expand("results/figures/heads_vs_mse.{ext}", ext=["pdf", "png"])
 P_FIGURES = expand("results/figures/prompt_length_vs_mse.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(HEADS_TABLES + ["results/tables/heads_fit.json"] + HEADS_FIGURES + P_FIGURES)
 
 
 def heads_metrics(wildcards=None):
@@ -158,22 +157,6 @@ rule prompt_length_vs_mse_figure:
     shell:
         "{PY} -m algo_emu heads figure --kind prompt_length --table {input.table} --runs {input.runs} "
         "--out {params.stem} > {log} 2>&1"
-
-
-# Named targets: one per table/figure, so each can be rebuilt alone.
-rule heads_table:
-    input:
-        HEADS_TABLES[:3] + ["results/tables/heads_fit.json"],
-
-
-rule heads_figure:
-    input:
-        HEADS_FIGURES,
-
-
-rule prompt_length_figure:
-    input:
-        P_FIGURES,
 
 
 wildcard_constraints:

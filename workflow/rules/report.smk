@@ -1,13 +1,14 @@
 # Artifact review: the replication report (paper vs ours, one verdict per number or claim) and the
 # run manifest (hashes, commit, config hash, versions, device, timings). Both are outputs of `all`.
-# Include this file LAST: its inputs are every other output of `all` (ALL_OUTPUTS, read when the DAG
-# is built), and the `--report` check below lists what is missing.
+# Include this file LAST: its inputs are every other output of `all` (ALL_OUTPUTS, from the targets
+# map in algo_emu.report.targets), and the `--report` check below lists what is missing.
 # The logic is in src/algo_emu/report/ (replication.py, manifest.py).
 import os
 import sys
 
 from snakemake.exceptions import WorkflowError
 
+from algo_emu.report.targets import ESSAY_CLAIMS, MANIFEST, REPLICATION_OUTPUTS
 from algo_emu.runtime import REPO_ROOT as _REPO_ROOT
 
 # The global description of `snakemake --report` (captions of each output: workflow/report/*.rst).
@@ -27,14 +28,10 @@ def _config_name():
 
 
 CONFIG_NAME = _config_name()
-REPLICATION_OUTPUTS = ["results/replication.md", "results/tables/replication.csv"]
-MANIFEST = "results/manifest.json"
-ESSAY_CLAIMS = "results/tables/essay_claims.csv"
-ALL_OUTPUTS.extend(REPLICATION_OUTPUTS + [MANIFEST])
 
 
 def replication_inputs(wildcards=None):
-    """Every table of `all` (read when the DAG is built, so experiments included after this file count too)."""
+    """Every table of `all`."""
     return [f for f in ALL_OUTPUTS if f.startswith("results/tables/") and f.endswith((".csv", ".json"))
             and f not in REPLICATION_OUTPUTS]
 
@@ -47,18 +44,19 @@ rule replication:
     input:
         replication_inputs,
     output:
-        md=report("results/replication.md", caption="../report/replication.rst", category="0. Replication summary",
+        md=report(REPLICATION_OUTPUTS[0], caption="../report/replication.rst", category="0. Replication summary",
                   labels={"what": "report", "name": "replication.md (paper vs ours, verdicts)"}),
-        csv=report("results/tables/replication.csv", caption="../report/replication.rst", category="0. Replication summary",
+        csv=report(REPLICATION_OUTPUTS[1], caption="../report/replication.rst", category="0. Replication summary",
                    labels={"what": "table", "name": "replication.csv"}),
     params:
         cfg=as_json(config),
         name=shlex.quote(CONFIG_NAME),
         essay=lambda wc: f"--essay {ESSAY_CLAIMS}" if ESSAY_CLAIMS in ALL_OUTPUTS else "",
+        tables_dir=os.path.dirname(REPLICATION_OUTPUTS[1]),  # the tables are its inputs (replication_inputs)
     log:
         "logs/report/replication.log",
     shell:
-        "{PY} -m algo_emu.report replication --tables-dir results/tables --config {params.cfg}"
+        "{PY} -m algo_emu.report replication --tables-dir {params.tables_dir} --config {params.cfg}"
         " --config-name {params.name} {params.essay} --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"
 
 
@@ -71,17 +69,12 @@ rule manifest:
     params:
         cfg=as_json(config),
         configfiles=" ".join(shlex.quote(str(f)) for f in workflow.configfiles),
+        benchmarks="results/benchmarks",  # every rule's benchmark: records (read if present)
     log:
         "logs/report/manifest.log",
     shell:
         "{PY} -m algo_emu.report manifest --config {params.cfg} --configfiles {params.configfiles}"
-        " --benchmarks results/benchmarks --outputs {input} --out {output} > {log} 2>&1"
-
-
-# Named targets.
-rule replication_report:
-    input:
-        REPLICATION_OUTPUTS,
+        " --benchmarks {params.benchmarks} --outputs {input} --out {output} > {log} 2>&1"
 
 
 # `snakemake --report` on a half-finished results/ tree: name every missing output of `all` and stop,

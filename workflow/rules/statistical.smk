@@ -3,14 +3,13 @@
 # baseline: same block, data and budget, tokens without the weights) -> evaluate (loads both read-only,
 # per algorithm on fresh data, the model also with its prompt's weights ablated; proves the weights
 # unchanged) -> aggregate (statistical_emulation, statistical_ablation) -> figures.
+import os
 
 STAT = config["statistical"]
 STAT_TABLES = expand("results/tables/statistical_emulation.{ext}", ext=["csv", "md", "tex"])
 STAT_FIGURES = expand("results/figures/statistical_heads.{ext}", ext=["pdf", "png"])
 STAT_ABLATION = expand("results/tables/statistical_ablation.{ext}", ext=["csv", "md", "tex"])
 STAT_ABLATION_FIGURES = expand("results/figures/statistical_ablation.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(STAT_TABLES + ["results/tables/statistical_runs.csv"] + STAT_FIGURES + STAT_ABLATION
-                   + ["results/tables/statistical_ablation_runs.csv"] + STAT_ABLATION_FIGURES)
 # Each step gets only the keys it reads: adding an H or changing the evaluation set retrains nothing.
 STAT_TRAIN_CFG = as_json({k: v for k, v in STAT.items() if k not in ("modes", "heads_sweep", "eval_prompts", "eval_chunk")})
 STAT_EVAL_CFG = as_json({k: STAT[k] for k in ("n_context", "n_query", "d", "algorithms", "data_params", "eval_prompts", "eval_chunk")})
@@ -35,6 +34,7 @@ rule statistical_train:
         cfg=STAT_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}.pt",
     log:
         "logs/statistical/train_{stat_mode}_H{heads}.log",
     benchmark:
@@ -46,7 +46,7 @@ rule statistical_train:
         runtime=lambda wc: 30 + 10 * STAT["epochs"],
     shell:
         "{PY} -m algo_emu statistical train --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --model {output.model} --checkpoint results/statistical/checkpoints/{wildcards.stat_mode}_H{wildcards.heads}.pt "
+        "--seeds {params.seeds} --model {output.model} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -60,6 +60,7 @@ rule statistical_train_blind:
         cfg=STAT_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}_blind.pt",
     log:
         "logs/statistical/train_blind_{stat_mode}_H{heads}.log",
     benchmark:
@@ -71,7 +72,7 @@ rule statistical_train_blind:
         runtime=lambda wc: 30 + 10 * STAT["epochs"],
     shell:
         "{PY} -m algo_emu statistical train --blind --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --model {output.model} --checkpoint results/statistical/checkpoints/{wildcards.stat_mode}_H{wildcards.heads}_blind.pt "
+        "--seeds {params.seeds} --model {output.model} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -89,6 +90,7 @@ rule statistical_evaluate:
         cfg=STAT_EVAL_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
     log:
         "logs/statistical/evaluate_{stat_mode}_H{heads}.log",
     benchmark:
@@ -100,7 +102,7 @@ rule statistical_evaluate:
     shell:
         "{PY} -m algo_emu statistical evaluate --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
         "--seeds {params.seeds} --model {input.model} --blind-model {input.blind} "
-        "--out-dir results/statistical/runs/{wildcards.stat_mode}_H{wildcards.heads} "
+        "--out-dir {params.out_dir} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -118,7 +120,7 @@ rule statistical_aggregate:
         "logs/statistical/aggregate.log",
     shell:
         "{PY} -m algo_emu statistical aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
-        "--table results/tables/statistical_emulation.csv --ablation-table results/tables/statistical_ablation.csv "
+        "--table {output.tables[0]} --ablation-table {output.ablation[0]} "
         "--ablation-runs {output.ablation_runs} > {log} 2>&1"
 
 
@@ -128,11 +130,13 @@ rule statistical_heads_figure:
         runs="results/tables/statistical_runs.csv",
     output:
         [report(f, caption="../report/statistical_heads.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="figures", labels={"name": "statistical_heads.png"}) if f.endswith(".png") else f for f in STAT_FIGURES],
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
         "logs/statistical/figure.log",
     shell:
         "{PY} -m algo_emu statistical figure --table {input.table} --runs {input.runs} "
-        "--out results/figures/statistical_heads > {log} 2>&1"
+        "--out {params.stem} > {log} 2>&1"
 
 
 rule statistical_ablation_figure:
@@ -141,24 +145,11 @@ rule statistical_ablation_figure:
         runs="results/tables/statistical_ablation_runs.csv",
     output:
         [report(f, caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": "statistical_ablation.png"}) if f.endswith(".png") else f for f in STAT_ABLATION_FIGURES],
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
         "logs/statistical/ablation_figure.log",
     shell:
         "{PY} -m algo_emu statistical ablation-figure --table {input.table} --runs {input.runs} "
-        "--out results/figures/statistical_ablation > {log} 2>&1"
+        "--out {params.stem} > {log} 2>&1"
 
-
-# Named targets.
-rule statistical_ablation:
-    input:
-        STAT_ABLATION + STAT_ABLATION_FIGURES,
-
-
-rule statistical_table:
-    input:
-        STAT_TABLES,
-
-
-rule statistical_figure:
-    input:
-        STAT_FIGURES,

@@ -3,14 +3,14 @@
 # in the seed; then frozen and evaluated with w in the prompt ablated) and blind (the weight-blind
 # baseline of each p: same block, data and budget, tokens without w) -> aggregate (tables
 # f_emulation, f_gd_step, f_emulation_ablation) -> figures.
+import os
 
 T31 = config["theorem31"]
-T31_TABLES = expand("results/tables/{stem}.{ext}", stem=["f_emulation", "f_gd_step"], ext=["csv", "md", "tex"])
+T31_F_TABLES = expand("results/tables/f_emulation.{ext}", ext=["csv", "md", "tex"])
+T31_GD_TABLES = expand("results/tables/f_gd_step.{ext}", ext=["csv", "md", "tex"])
 T31_FIGURES = expand("results/figures/f_emulation.{ext}", ext=["pdf", "png"])
 T31_ABLATION = expand("results/tables/f_emulation_ablation.{ext}", ext=["csv", "md", "tex"])
 T31_ABLATION_FIGURES = expand("results/figures/f_emulation_ablation.{ext}", ext=["pdf", "png"])
-ALL_OUTPUTS.extend(T31_TABLES + ["results/tables/theorem31_runs.csv"] + T31_FIGURES + T31_ABLATION
-                   + ["results/tables/f_emulation_ablation_runs.csv"] + T31_ABLATION_FIGURES)
 # The training step does not read p_sweep: adding a p trains only the new p.
 T31_TRAIN_CFG = as_json({k: v for k, v in T31.items() if k != "p_sweep"})
 
@@ -30,6 +30,8 @@ rule theorem31_train:
         cfg=T31_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+        checkpoint="results/theorem31/checkpoints/p{p}.pt",
     log:
         "logs/theorem31/train_p{p}.log",
     benchmark:
@@ -41,7 +43,7 @@ rule theorem31_train:
         runtime=lambda wc: 30 + 15 * T31["epochs"],
     shell:
         "{PY} -m algo_emu theorem31 train --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
-        "--out-dir results/theorem31/runs/p{wildcards.p} --checkpoint results/theorem31/checkpoints/p{wildcards.p}.pt "
+        "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -52,6 +54,8 @@ rule theorem31_blind:
         cfg=T31_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
+        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+        checkpoint="results/theorem31/checkpoints/blind_p{p}.pt",
     log:
         "logs/theorem31/blind_p{p}.log",
     benchmark:
@@ -63,7 +67,7 @@ rule theorem31_blind:
         runtime=lambda wc: 30 + 15 * T31["epochs"],
     shell:
         "{PY} -m algo_emu theorem31 blind --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
-        "--out-dir results/theorem31/blind/p{wildcards.p} --checkpoint results/theorem31/checkpoints/blind_p{wildcards.p}.pt "
+        "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
@@ -73,7 +77,8 @@ rule theorem31_aggregate:
         blind=theorem31_blind_metrics,
     output:
         runs=report("results/tables/theorem31_runs.csv", caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": "theorem31_runs.csv (per seed)"}),
-        tables=[report(t, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_TABLES],
+        tables=[report(t, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_F_TABLES],
+        gd_tables=[report(t, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_GD_TABLES],
         ablation=[report(t, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_ABLATION],
         ablation_runs=report("results/tables/f_emulation_ablation_runs.csv", caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation_runs.csv (per seed)"}),
     params:
@@ -83,8 +88,8 @@ rule theorem31_aggregate:
     shell:
         "{PY} -m algo_emu theorem31 aggregate --params {params.cfg} --metrics {input.metrics} "
         "--blind-metrics {input.blind} --runs {output.runs} "
-        "--f-table results/tables/f_emulation.csv --gd-table results/tables/f_gd_step.csv "
-        "--ablation-table results/tables/f_emulation_ablation.csv --ablation-runs {output.ablation_runs} > {log} 2>&1"
+        "--f-table {output.tables[0]} --gd-table {output.gd_tables[0]} "
+        "--ablation-table {output.ablation[0]} --ablation-runs {output.ablation_runs} > {log} 2>&1"
 
 
 rule theorem31_figure:
@@ -94,11 +99,13 @@ rule theorem31_figure:
         runs="results/tables/theorem31_runs.csv",
     output:
         [report(f, caption="../report/f_emulation.rst", category="E2 Theorem 3.1", subcategory="figures", labels={"name": "f_emulation.png"}) if f.endswith(".png") else f for f in T31_FIGURES],
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
         "logs/theorem31/figure.log",
     shell:
         "{PY} -m algo_emu theorem31 figure --table {input.table} --gd-table {input.gd} --runs {input.runs} "
-        "--out results/figures/f_emulation > {log} 2>&1"
+        "--out {params.stem} > {log} 2>&1"
 
 
 rule theorem31_ablation_figure:
@@ -107,24 +114,11 @@ rule theorem31_ablation_figure:
         runs="results/tables/f_emulation_ablation_runs.csv",
     output:
         [report(f, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation.png"}) if f.endswith(".png") else f for f in T31_ABLATION_FIGURES],
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
     log:
         "logs/theorem31/ablation_figure.log",
     shell:
         "{PY} -m algo_emu theorem31 ablation-figure --table {input.table} --runs {input.runs} "
-        "--out results/figures/f_emulation_ablation > {log} 2>&1"
+        "--out {params.stem} > {log} 2>&1"
 
-
-# Named targets.
-rule f_emulation_ablation:
-    input:
-        T31_ABLATION + T31_ABLATION_FIGURES,
-
-
-rule f_emulation_table:
-    input:
-        T31_TABLES,
-
-
-rule f_emulation_figure:
-    input:
-        T31_FIGURES,
