@@ -147,3 +147,15 @@ def test_report_on_an_unfinished_tree_names_the_missing_outputs(tmp_path):
     assert "output(s) of `all` are missing" in out
     for name in ("results/figures/heads_vs_mse.png", "results/replication.md", "results/manifest.json"):
         assert f"  - {name}" in out
+
+
+def test_the_report_reads_tables_the_targets_map_declares():
+    """Every table the replication report requires is a file of `all` (algo_emu.report.targets); brace patterns
+    expand as the README writes them."""
+    from algo_emu.report.targets import ESSAY_CLAIMS, MANIFEST, REPLICATION_OUTPUTS, all_outputs, expand_braces
+
+    outputs = all_outputs()
+    assert {f"results/tables/{f}" for f in replication.REQUIRED} <= set(outputs)
+    assert {ESSAY_CLAIMS, MANIFEST, *REPLICATION_OUTPUTS} <= set(outputs)
+    assert expand_braces("t/c_{a,b}.{csv,md}") == ["t/c_a.csv", "t/c_a.md", "t/c_b.csv", "t/c_b.md"]
+    assert expand_braces("plain.json") == ["plain.json"]

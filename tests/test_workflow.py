@@ -171,3 +171,57 @@ def test_parsing_the_workflow_imports_no_torch(tmp_path):
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "snakemake" in imported and "algo_emu.config" in imported
     assert "torch" not in imported
+
+
+
+def test_readme_named_targets_are_the_targets_map():
+    """README's target table is algo_emu.report.targets, row for row: name, files, earlier names."""
+    from algo_emu.report.targets import TARGETS
+
+    text = (REPO_ROOT / "README.md").read_text()
+    lines = text[text.index("| Target | Experiment |"):].split("\n\n", 1)[0].splitlines()
+    assert lines[2].startswith("| `all` |")
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in lines[3:]]
+    expected = [[f"`{t.name}`", t.experiment, t.paper, ", ".join(f"`{p}`" for p in t.patterns),
+                 ", ".join(f"`{a}`" for a in t.aliases)] for t in TARGETS]
+    assert rows == expected
+
+
+def test_shell_commands_take_every_path_from_input_output_or_params():
+    """No shell: block spells a path, so a renamed output cannot leave a command writing the old one."""
+    import re
+
+    n_blocks = 0
+    for smk in sorted((REPO_ROOT / "workflow" / "rules").glob("*.smk")):
+        for block in re.findall(r"\n    shell:\n((?:        .*\n)+)", smk.read_text()):
+            n_blocks += 1
+            assert not re.search(r"\b(results|data|logs)/", block), (smk.name, block)
+    assert n_blocks >= 30  # every rule that runs a command (the pattern still finds them)
+
+
+def _planned_jobs(workdir, *targets):
+    """{rule: count} of a dry run, the named-target rules themselves left out."""
+    from algo_emu.report.targets import target_names
+
+    proc = _snakemake(workdir, "-n", *targets)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    stats = out[out.index("Job stats"):out.index("\ntotal")].splitlines()[3:]
+    return {rule: int(n) for rule, n in (line.split() for line in stats) if rule not in target_names()}
+
+
+def test_all_is_the_map_and_every_earlier_name_still_works(tmp_path):
+    """`all` makes exactly the map's files (the manifest hashes all of them but itself); the earlier names
+    are rules that plan the same jobs as the targets they now name (a name that is no rule fails the dry run)."""
+    from algo_emu.report.targets import MANIFEST, TARGETS, all_outputs
+
+    renamed = [t for t in TARGETS if t.aliases]
+    assert {a for t in renamed for a in t.aliases} == {"f_emulation_table", "f_emulation_figure", "f_emulation_ablation",
+                                                      "ames_plot", "essay_claims"}
+    jobs = _planned_jobs(tmp_path, *[t.name for t in renamed])
+    assert jobs == _planned_jobs(tmp_path, *[a for t in renamed for a in t.aliases])
+    assert jobs["ames_aggregate"] == 1 and jobs["theorem31_train"] == 2 and "heads_train" not in jobs
+    dry = _snakemake(tmp_path, "-n", "--printshellcmds", "all")
+    manifest_cmd = next(line for line in dry.stdout.splitlines() if "algo_emu.report manifest" in line)
+    hashed = manifest_cmd.split(" --outputs ", 1)[1].split(" --out ", 1)[0].split()
+    assert sorted(hashed) == sorted(set(all_outputs()) - {MANIFEST}) and len(all_outputs()) == 94
