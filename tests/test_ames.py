@@ -21,7 +21,7 @@ from algo_emu import ablation as abl
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as af
 from algo_emu.experiments import ames as ex
-from algo_emu.frozen import FrozenModelError, load_frozen, parameter_digest
+from algo_emu.frozen import RECORD_KEYS, FrozenModelError, load_frozen, parameter_digest
 from algo_emu.io import read_json, sha256_file
 from algo_emu.train import TrainConfig, train_ensemble
 
@@ -452,9 +452,10 @@ def test_frozen_emulator_bit_identical_and_read_only(tiny_run):
     sidecar = read_json(str(path) + ".json")
     m = read_json(tiny_run / "corrected/seed0/metrics.json")
     fz = m["frozen"]
-    assert fz["bit_identical"] and fz["matches_saved"]
-    assert fz["param_digest_before"] == fz["param_digest_after"] == sidecar["param_digest"]
-    assert fz["file_sha256_before"] == fz["file_sha256_after"] == sidecar["sha256"] == sha256_file(path)
+    assert sorted(fz) == sorted(RECORD_KEYS) and fz["file"] == str(path)   # the one record schema (E3 writes the same)
+    assert fz["bit_identical"] and fz["matches_saved"] and fz["file_unchanged"]
+    assert fz["param_digest_before"] == fz["param_digest_after"] == fz["param_digest_at_save"] == sidecar["param_digest"]
+    assert fz["file_sha256_before"] == fz["file_sha256_after"] == fz["sha256"] == sidecar["sha256"] == sha256_file(path)
     model, _ = load_frozen(path, ex.build_frozen)
     assert not any(p.requires_grad for p in model.parameters()) and not model.training
     assert parameter_digest(model) == sidecar["param_digest"]

@@ -14,7 +14,7 @@ from algo_emu import paper_values
 from algo_emu.config import ConfigError, _validate, check_statistical, load_schema
 from algo_emu.data import statistical as st
 from algo_emu.experiments import statistical as e3
-from algo_emu.frozen import FrozenModelError, frozen, load_frozen, parameter_digest
+from algo_emu.frozen import RECORD_KEYS, FrozenFile, FrozenModelError, frozen, load_frozen, parameter_digest
 from algo_emu.runtime import REPO_ROOT
 from algo_emu.train import TrainConfig, member_losses, train_ensemble
 
@@ -57,12 +57,14 @@ def test_frozen_evaluation_leaves_parameters_bit_identical(params, tmp_path, mod
     assert before.keys() == after.keys()
     for key in before:
         assert torch.equal(before[key], after[key]), key   # bit-identical, not just close
-    assert result["frozen"]["bit_identical"] and record["bit_identical"]
-    assert result["frozen"]["param_digest_before"] == result["frozen"]["param_digest_after"] == parameter_digest(model)
+    assert record["bit_identical"]
+    assert record["param_digest_before"] == record["param_digest_after"] == parameter_digest(model)
     out = e3.evaluate_setting(params, mode, 2, [0, 1], path, tmp_path / "runs", "cpu", 1)
     fz = out[1]["frozen"]
-    assert fz["bit_identical"] and fz["file_unchanged"] and fz["matches_saved_digest"]
-    assert fz["param_digest_before"] == saved["param_digest"]
+    assert sorted(fz) == sorted(RECORD_KEYS)   # the one record schema of algo_emu.frozen (E4 writes the same)
+    assert fz["bit_identical"] and fz["file_unchanged"] and fz["matches_saved"]
+    assert fz["param_digest_before"] == fz["param_digest_after"] == fz["param_digest_at_save"] == saved["param_digest"]
+    assert fz["file_sha256_before"] == fz["file_sha256_after"] == fz["sha256"] == saved["sha256"]
     assert sorted(out[0]["errors"]) == sorted(e3.algorithms(params, mode))
 
 
@@ -80,6 +82,21 @@ def test_frozen_detects_a_changed_parameter_and_a_tampered_file(params, tmp_path
     torch.save(blob, path)
     with pytest.raises(FrozenModelError, match="sha256"):
         load_frozen(path, e3.build_model)
+
+
+def test_frozen_file_proof_catches_a_file_changed_during_evaluation(params, tmp_path):
+    path = tmp_path / "model.pt"
+    e3.train_setting(params, "reference_code", 1, [0], path, None, "cpu", 1)
+    ff = FrozenFile(path, e3.build_model)
+    with pytest.raises(FrozenModelError, match="before any evaluation"):
+        ff.proof()
+    with ff.evaluating() as model:
+        e3.evaluate_model(params, model, "reference_code", [0], chunk=5)
+        with open(path, "ab") as fh:   # another process appends to the file mid-evaluation
+            fh.write(b"x")
+    with pytest.raises(FrozenModelError, match="changed during evaluation") as info:
+        ff.proof()
+    assert "'file_unchanged': False" in str(info.value) and "'bit_identical': True" in str(info.value)
 
 
 def test_fitted_task_loss_sees_only_the_query_tokens(params):

@@ -7,6 +7,12 @@ file against its sidecar, rebuilds the module, loads the weights (strict), turns
 off ``requires_grad`` and switches to eval mode. :func:`frozen` wraps an
 evaluation: it digests the parameters before and after and raises if a single
 bit changed, so an evaluation that finishes proves the model was not modified.
+
+:class:`FrozenFile` is the whole protocol for a saved model, the one every
+experiment that evaluates a frozen file uses: hash the file, load it read-only
+(:func:`load_frozen`), evaluate inside :meth:`FrozenFile.evaluating`
+(:func:`frozen`), then :meth:`FrozenFile.proof` hashes the file again and returns
+the one record schema (:data:`RECORD_KEYS`), raising if anything changed.
 """
 
 from __future__ import annotations
@@ -101,3 +107,49 @@ def frozen(model: torch.nn.Module, record: dict | None = None) -> Iterator[torch
                            "bit_identical": before == after})
     if before != after:
         raise FrozenModelError("the evaluation changed the frozen model's parameters")
+
+
+#: The record of a frozen-file evaluation (:meth:`FrozenFile.proof`), in every experiment's metrics.json.
+RECORD_KEYS: tuple[str, ...] = (
+    "file", "sha256", "file_sha256_before", "file_sha256_after", "file_unchanged",
+    "param_digest_at_save", "param_digest_before", "param_digest_after", "bit_identical", "matches_saved",
+)  # fmt: skip
+
+
+class FrozenFile:
+    """One saved frozen model through the evaluation protocol: save once (:func:`save_frozen`),
+    then here: hash the file, load it read-only, evaluate inside :meth:`evaluating` (digests
+    before and after), hash the file again in :meth:`proof`.
+
+    ``model`` and ``info`` (the sidecar) are available after construction, so callers can check
+    the sidecar's meta before evaluating.
+    """
+
+    def __init__(self, path: str | Path, build: Callable[[dict], torch.nn.Module],
+                 device: torch.device | str = "cpu"):
+        self.path = Path(path)
+        self.file_sha256_before = sha256_file(self.path)
+        self.model, self.info = load_frozen(self.path, build, device)
+        self._record: dict = {}
+
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[torch.nn.Module]:
+        """:func:`frozen` on the loaded model (no gradients, digests before and after)."""
+        with frozen(self.model, self._record) as model:
+            yield model
+
+    def proof(self) -> dict:
+        """The record (:data:`RECORD_KEYS`) after :meth:`evaluating`; raises :class:`FrozenModelError`
+        when the file changed, a parameter changed, or the parameters differ from those saved."""
+        if "param_digest_before" not in self._record:
+            raise FrozenModelError(f"{self.path}: proof() before any evaluation inside evaluating()")
+        after = sha256_file(self.path)
+        rec = {"file": str(self.path), "sha256": self.info["sha256"],
+               "file_sha256_before": self.file_sha256_before, "file_sha256_after": after,
+               "file_unchanged": self.file_sha256_before == after,
+               "param_digest_at_save": self.info["param_digest"], **self._record,
+               "matches_saved": self._record["param_digest_before"] == self.info["param_digest"]}
+        rec = {k: rec[k] for k in RECORD_KEYS}
+        if not (rec["bit_identical"] and rec["file_unchanged"] and rec["matches_saved"]):
+            raise FrozenModelError(f"{self.path}: the frozen model changed during evaluation: {rec}")
+        return rec

@@ -471,17 +471,17 @@ def _forward(model: torch.nn.ModuleList, meta: Mapping, tokens: Mapping[int, np.
     return out
 
 
-def _load_checked(path: str | Path, role: str, mode: str, device: torch.device) -> tuple[torch.nn.Module, dict, str]:
-    from algo_emu.frozen import load_frozen
+def _load_checked(path: str | Path, role: str, mode: str, device: torch.device):
+    """The frozen file of ``role`` (emulator or blind) and ``mode``, loaded read-only (a :class:`FrozenFile`)."""
+    from algo_emu.frozen import FrozenFile
 
-    sha = sha256_file(path)
-    model, info = load_frozen(path, build_frozen, device)
-    meta = info["meta"]
+    ff = FrozenFile(path, build_frozen, device)
+    meta = ff.info["meta"]
     if meta["mode"] != mode:
         raise ValueError(f"{path} holds {meta['mode']!r} emulators, not {mode!r}")
     if meta.get("role", "emulator") != role:
         raise ValueError(f"{path} holds the {meta.get('role', 'emulator')!r} models, not the {role!r} ones")
-    return model, info, sha
+    return ff
 
 
 def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], fits_paths: Sequence[str],
@@ -497,14 +497,13 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
     with the same budget (:func:`algo_emu.ablation.check_budget`) on the same files.
     Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, set and prompt).
     """
-    from algo_emu.frozen import frozen, parameter_digest
-
     _check_lengths(seeds, prepared_paths, fits_paths)
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(device_spec)
     t0 = time.perf_counter()
-    model, info, file_sha_before = _load_checked(emulator, "emulator", mode, device)
+    emu_file = _load_checked(emulator, "emulator", mode, device)
+    info = emu_file.info
     meta = info["meta"]
     where = {s: (gi, e) for gi, g in enumerate(meta["groups"]) for e, (s, _) in enumerate(g["members"])}
     missing = [s for s in seeds if s not in where]
@@ -516,9 +515,10 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
         for path, key in ((pp, "prepared_sha256"), (fp, "fits_sha256")):
             if trained_on[key] != sha256_file(path):
                 raise ValueError(f"seed {s}: {path} is not the file {emulator} was trained on (sha256 differs)")
-    bmodel = binfo = None
+    blind_file = binfo = None
     if blind is not None:
-        bmodel, binfo, bsha_before = _load_checked(blind, "blind", mode, device)
+        blind_file = _load_checked(blind, "blind", mode, device)
+        binfo = blind_file.info
         for s in seeds:
             if binfo["inputs"].get(str(s)) != info["inputs"][str(s)]:
                 raise ValueError(f"seed {s}: the weight-blind baseline {blind} was not trained on the files of {emulator}")
@@ -541,26 +541,23 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
                                     donors={"other_algorithm": torch.as_tensor(donor)} if donor is not None else None)
             for a, t in ab.items():
                 variants[name].setdefault(a, {})[s] = t[:, 0, :].numpy()
-    record: dict = {}
-    brecord: dict = {}
     outputs: dict[str, dict[str, dict[int, np.ndarray]]] = {}
     train_out: dict[str, dict[int, np.ndarray]] = {}
-    with frozen(model, record):
+    with emu_file.evaluating() as model:
         for name in names:
             outputs[name] = {a: _forward(model, meta, toks, device) for a, toks in variants[name].items()}
         for algo in ALGORITHMS:  # the training rows with each algorithm's weights
             train_out[algo] = _forward(model, meta, {s: prompt_tokens(loaded[s][0]["X_train"], loaded[s][1][f"coef_{algo}"],
                                                                        float(loaded[s][1][f"intercept_{algo}"]), mode)
                                                      for s in seeds}, device)
-    if bmodel is not None:
-        with frozen(bmodel, brecord):
+    if blind_file is not None:
+        with blind_file.evaluating() as bmodel:
             for name in names:
                 stripped = {s: abl.strip_weights(torch.as_tensor(variants[name][abl.NONE][s]), layouts[s]).numpy()
                             for s in seeds}
                 outputs[name][abl.BLIND] = _forward(bmodel, binfo["meta"], stripped, device)
-    _check_unchanged(emulator, model, info, record, file_sha_before)
-    if bmodel is not None:
-        _check_unchanged(blind, bmodel, binfo, brecord, bsha_before)
+    record = emu_file.proof()
+    brecord = blind_file.proof() if blind_file is not None else None
     env = environment(device)
     wall = time.perf_counter() - t0
     out, pred_rows = {}, []
@@ -612,8 +609,8 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
             "data": summary.get("data", {}),
             "history": info["history"][str(s)],
             "blind_history": binfo["history"][str(s)] if binfo else None,
-            "frozen": {"file": str(emulator), "sha256": info["sha256"], **record},
-            "blind_frozen": {"file": str(blind), "sha256": binfo["sha256"], **brecord} if binfo else None,
+            "frozen": record,
+            "blind_frozen": brecord,
             "timing": {"train": info["timing"], "wall_seconds_evaluate": wall},
             "environment": env,
         }
@@ -621,16 +618,6 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
         out[s] = metrics
     write_csv(predictions_csv, pd.concat(pred_rows, ignore_index=True))
     return out
-
-
-def _check_unchanged(path, model, info, record, sha_before) -> None:
-    from algo_emu.frozen import parameter_digest
-
-    record["digest_at_save"] = info["param_digest"]
-    record["matches_saved"] = parameter_digest(model) == info["param_digest"]
-    record["file_sha256_before"], record["file_sha256_after"] = sha_before, sha256_file(path)
-    if not (record["bit_identical"] and record["matches_saved"] and sha_before == record["file_sha256_after"]):
-        raise RuntimeError(f"{path}: the frozen model changed during evaluation: {record}")
 
 
 # --------------------------------------------------------------------------- tables

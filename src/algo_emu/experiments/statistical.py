@@ -36,8 +36,8 @@ from algo_emu import paper_values
 from algo_emu.cli import json_arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
-from algo_emu.frozen import frozen, load_frozen, save_frozen
-from algo_emu.io import read_json, seed_metrics_path, sha256_file, tensor_digest, write_csv, write_json
+from algo_emu.frozen import FrozenFile, save_frozen
+from algo_emu.io import read_json, seed_metrics_path, tensor_digest, write_csv, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import derive, torch_stream
 from algo_emu.runtime import config_hash, environment, resolve_device
@@ -256,7 +256,8 @@ def _ablation_variants(params: dict, mode: str, alg: str, seed: int, batches: di
 
 def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int = DEFAULTS["eval_chunk"],
                    batches: dict | None = None, ablations: bool = False, blind: bool = False) -> dict:
-    """Per seed and algorithm, errors of the frozen ensemble on fresh data; records the parameter digests.
+    """Per seed and algorithm, errors of the ensemble on fresh data (run it inside
+    :meth:`algo_emu.frozen.FrozenFile.evaluating` or :func:`algo_emu.frozen.frozen`).
 
     ``batches``: from :func:`eval_batches` (generated here when None). ``ablations``: also the headline
     error with the prompt's weights ablated (``ablation_mse[seed][alg][name]``, ``none`` = unablated).
@@ -267,25 +268,23 @@ def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[
     lay = layout(params, mode)
     if ablations and blind:
         ab.require_weights(lay.blind(), "prompt ablations")
-    record: dict = {}
     out: dict = {s: {} for s in seeds}
     abl: dict = {s: {} for s in seeds}
-    with frozen(model, record):
-        for alg in algorithms(params, mode):
-            x = torch.stack([b["inputs"] for b in batches[alg]])      # (E, N_eval, T, d_in)
-            pred = _predict(model, ab.strip_weights(x, lay) if blind else x, chunk, m)
+    for alg in algorithms(params, mode):
+        x = torch.stack([b["inputs"] for b in batches[alg]])      # (E, N_eval, T, d_in)
+        pred = _predict(model, ab.strip_weights(x, lay) if blind else x, chunk, m)
+        for e, s in enumerate(seeds):
+            out[s][alg] = _errors(pred[e], batches[alg][e], mode)
+        if not ablations:
+            continue
+        variants = [_ablation_variants(params, mode, alg, s, batches, e) for e, s in enumerate(seeds)]
+        for e, s in enumerate(seeds):
+            abl[s][alg] = {ab.NONE: out[s][alg][HEADLINE[mode]]}
+        for name in variants[0]:
+            pred = _predict(model, torch.stack([v[name] for v in variants]), chunk, m)
             for e, s in enumerate(seeds):
-                out[s][alg] = _errors(pred[e], batches[alg][e], mode)
-            if not ablations:
-                continue
-            variants = [_ablation_variants(params, mode, alg, s, batches, e) for e, s in enumerate(seeds)]
-            for e, s in enumerate(seeds):
-                abl[s][alg] = {ab.NONE: out[s][alg][HEADLINE[mode]]}
-            for name in variants[0]:
-                pred = _predict(model, torch.stack([v[name] for v in variants]), chunk, m)
-                for e, s in enumerate(seeds):
-                    abl[s][alg][name] = _errors(pred[e], batches[alg][e], mode)[HEADLINE[mode]]
-    result = {"errors": out, "frozen": record}
+                abl[s][alg][name] = _errors(pred[e], batches[alg][e], mode)[HEADLINE[mode]]
+    result = {"errors": out}
     if ablations:
         result["ablation_mse"] = abl
     return result
@@ -308,8 +307,8 @@ def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str 
     Returns (sidecar, evaluation, frozen record). A weight-blind file where the model is expected (or the
     reverse) is an error naming the mismatch.
     """
-    file_before = sha256_file(path)
-    model, info = load_frozen(path, build_model, device)
+    ff = FrozenFile(path, build_model, device)
+    info = ff.info
     members = [tuple(x) for x in info["meta"]["members"]]
     if members != [(s, mode) for s in seeds] or info["meta"]["heads"] != H or info["meta"]["mode"] != mode:
         raise ValueError(f"{path}: holds members {members} (H={info['meta']['heads']}), "
@@ -320,15 +319,10 @@ def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str 
                                         "ablate" if is_blind else "a model with weights in its prompt was given as the "
                                         "weight-blind baseline"))
     _check_same_data(params, info["params"], mode, path)
-    result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", DEFAULTS["eval_chunk"]), batches=batches,
-                            ablations=not blind, blind=blind)
-    file_after = sha256_file(path)
-    frozen_info = result["frozen"] | {"file_sha256_before": file_before, "file_sha256_after": file_after,
-                                      "file_unchanged": file_before == file_after,
-                                      "matches_saved_digest": result["frozen"]["param_digest_before"] == info["param_digest"]}
-    if not (frozen_info["bit_identical"] and frozen_info["file_unchanged"] and frozen_info["matches_saved_digest"]):
-        raise RuntimeError(f"{path}: the frozen model changed during evaluation: {frozen_info}")
-    return info, result, frozen_info
+    with ff.evaluating() as model:
+        result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", DEFAULTS["eval_chunk"]), batches=batches,
+                                ablations=not blind, blind=blind)
+    return info, result, ff.proof()
 
 
 def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path, out_dir: str | Path,
