@@ -20,6 +20,8 @@ EXPERIMENTS = {
     "theorem31": "algo_emu.experiments.theorem31",
     "statistical": "algo_emu.experiments.statistical",
     "essay": "algo_emu.experiments.essay",
+    # not an experiment: committed reference sets (collect a finished run, learning curves, README)
+    "refset": "algo_emu.refset",
 }
 
 

@@ -1,0 +1,350 @@
+"""Committed reference sets: collect a finished run's small outputs, learning curves, and a Markdown report.
+
+A reference set is a finished ``snakemake all`` run (for example ``--configfile config/reference.yaml``)
+whose small outputs are committed under ``results/reference/<name>/`` so that a reviewer can read the
+evidence on the repository without running anything (issue 12):
+
+    python -m algo_emu refset collect --results results --dir results/reference/reference-scale
+    python -m algo_emu refset build --dir results/reference/reference-scale --config config/reference.yaml
+
+``collect`` copies tables, figures, replication report, manifest, Snakemake benchmarks and every per-seed
+JSON record, never model files, checkpoints or arrays (a file type not on the list is refused, not
+silently copied). ``build`` reads only the collected copy: it draws the learning curves (training loss of
+each model beside its weight-blind baseline, E1's held-out MSE) into ``figures/learning_curves.png``,
+writes them tidy to ``tables/learning_curves.csv``, and writes ``README.md``: the scale, the code,
+whether each experiment's models learned (with the numbers), and the verdict table of
+``replication.md``. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from algo_emu.io import read_json, write_text
+
+# What a reference set keeps: small, text or image, reproducible from the records.
+KEEP_SUFFIXES = (".json", ".csv", ".md", ".tex", ".tsv", ".png", ".pdf")
+# Never committed: weights, checkpoints, arrays, the HTML report (it embeds every figure again).
+SKIP_SUFFIXES = (".pt", ".npz", ".npy", ".ckpt", ".html", ".log")
+SKIP_DIRS = ("checkpoints", "reference")
+# Per-experiment record directories under results/ (E1-E4 are trained; E5/E6 records are small JSON too).
+RECORD_DIRS = ("heads", "theorem31", "statistical", "ames", "constructions", "essay")
+
+
+class RefsetError(ValueError):
+    """A reference set that cannot be collected or built; the message names the file."""
+
+
+def _selected(root: Path) -> list[Path]:
+    """Relative paths under ``root`` that a reference set keeps."""
+    keep: list[Path] = []
+    top = ["tables", "figures", "benchmarks", *RECORD_DIRS]
+    for name in ("replication.md", "manifest.json"):
+        if (root / name).is_file():
+            keep.append(Path(name))
+    for sub in top:
+        base = root / sub
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*")):
+            rel = path.relative_to(root)
+            if not path.is_file() or any(part in SKIP_DIRS for part in rel.parts[:-1]):
+                continue
+            if path.name.endswith(SKIP_SUFFIXES):
+                continue
+            if not path.name.endswith(KEEP_SUFFIXES):
+                raise RefsetError(f"{path}: file type not known to a reference set (keep: {', '.join(KEEP_SUFFIXES)}; "
+                                  f"skip: {', '.join(SKIP_SUFFIXES)}); add it to one list in algo_emu/refset.py")
+            keep.append(rel)
+    return keep
+
+
+def collect(results: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
+    """Copy a finished run's small outputs from ``results`` to ``dest`` (replacing what was there).
+
+    Refuses a run without ``replication.md`` and ``manifest.json``: those exist only after ``all`` finished,
+    so a half-finished run is never committed as a reference set. Copies into a temporary sibling and
+    renames, so ``dest`` is either the old set or the whole new one.
+    """
+    root = Path(results)
+    missing = [n for n in ("replication.md", "manifest.json", "tables/replication.csv") if not (root / n).is_file()]
+    if missing:
+        raise RefsetError(f"{root}: not a finished run (missing {', '.join(missing)}); run `all` to the end first")
+    files = _selected(root)
+    dest = Path(dest)
+    tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for rel in files:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, tmp / rel)
+    if dest.exists():
+        old = dest.with_name(f".{dest.name}.old{os.getpid()}")
+        dest.rename(old)
+        tmp.rename(dest)
+        shutil.rmtree(old)
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp.rename(dest)
+    return files
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Learning curves: one tidy frame from the per-seed records
+# ---------------------------------------------------------------------------------------------------------
+
+CURVE_COLUMNS = ["experiment", "setting", "model", "seed", "epoch", "quantity", "value"]
+
+
+def _rows_e1(d: Path) -> list[dict]:
+    rows = []
+    for f in sorted(d.glob("heads/*/runs/*/seed*/metrics.json")):
+        r = read_json(f)
+        setting = f"{r.get('protocol', '?')} H={r['setting']['heads']} p={r['setting']['p']}"
+        for h in r.get("history", []):
+            loss = h.get("train_loss")
+            if isinstance(loss, dict):
+                rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"], epoch=h["epoch"],
+                                 quantity="train loss (mean of K/Q/V)", value=float(np.mean(list(loss.values())))))
+            if h.get("test_mse") is not None:
+                rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"], epoch=h["epoch"],
+                                 quantity="test MSE (composed head)", value=float(h["test_mse"])))
+    return rows
+
+
+def _rows_e2(d: Path) -> list[dict]:
+    rows = []
+    for kind, model in (("runs", "model"), ("blind", "weight-blind")):
+        for f in sorted(d.glob(f"theorem31/{kind}/p*/seed*/metrics.json")):
+            r = read_json(f)
+            for fname, rec in r["by_f"].items():
+                for epoch, v in enumerate(rec.get("train_loss", []), start=1):
+                    rows.append(dict(experiment="E2", setting=f"f={fname} p={r['setting']['p']}", model=model,
+                                     seed=r["seed"], epoch=epoch, quantity="train loss", value=float(v)))
+    return rows
+
+
+def _rows_e3(d: Path) -> list[dict]:
+    rows = []
+    for f in sorted(d.glob("statistical/runs/*/seed*/metrics.json")):
+        r = read_json(f)
+        setting = f"{r['setting']['mode']} H={r['setting']['heads']}"
+        for model, hist in (("model", r.get("train_history", [])), ("weight-blind", r.get("blind", {}).get("train_history", []))):
+            for epoch, v in enumerate(hist, start=1):
+                rows.append(dict(experiment="E3", setting=setting, model=model, seed=r["seed"], epoch=epoch,
+                                 quantity="train loss", value=float(v)))
+    return rows
+
+
+def _rows_e4(d: Path) -> list[dict]:
+    rows = []
+    for f in sorted(d.glob("ames/*/seed*/metrics.json")):
+        r = read_json(f)
+        for model, hist in (("model", r.get("history", [])), ("weight-blind", r.get("blind_history", []))):
+            for h in hist:
+                rows.append(dict(experiment="E4", setting=str(r["mode"]), model=model, seed=r["seed"],
+                                 epoch=h["epoch"], quantity="train loss", value=float(h["train_loss"])))
+    return rows
+
+
+def learning_curves(ref_dir: str | os.PathLike) -> pd.DataFrame:
+    """Every recorded per-epoch value of E1-E4 in ``ref_dir`` as one tidy frame (CURVE_COLUMNS)."""
+    d = Path(ref_dir)
+    rows = _rows_e1(d) + _rows_e2(d) + _rows_e3(d) + _rows_e4(d)
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def flattening(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per (experiment, setting, model, quantity): the seed-mean curve's last value, its value at 80 % of the
+    epochs, and the relative drop over that last fifth (``late_drop``; near 0 = flattened)."""
+    out = []
+    mean = curves.groupby(["experiment", "setting", "model", "quantity", "epoch"], sort=False)["value"].mean()
+    for key, s in mean.groupby(level=[0, 1, 2, 3], sort=False):
+        s = s.droplevel([0, 1, 2, 3]).sort_index()
+        last_epoch = int(s.index.max())
+        at = s[s.index <= max(1, int(round(0.8 * last_epoch)))]
+        ref = float(at.iloc[-1]) if len(at) else float(s.iloc[0])
+        last = float(s.iloc[-1])
+        out.append(dict(zip(["experiment", "setting", "model", "quantity"], key), epochs=last_epoch,
+                        first=float(s.iloc[0]), at_80pct=ref, last=last, min=float(s.min()),
+                        late_drop=(ref - last) / ref if ref else np.nan))
+    return pd.DataFrame(out)
+
+
+def curves_figure(curves: pd.DataFrame, stem: str | os.PathLike) -> None:
+    """One panel per experiment: seed-mean curves, model solid, weight-blind baseline dashed (log scale)."""
+    import seaborn as sns  # noqa: F401  (sets the project's style through algo_emu.plots)
+
+    from algo_emu.plots import PALETTE, figure, save_figure
+
+    exps = [e for e in ("E1", "E2", "E3", "E4") if (curves.experiment == e).any()]
+    if not exps:
+        raise RefsetError("no learning curves in the reference set (no E1-E4 records)")
+    titles = {"E1": "E1 heads: held-out MSE", "E2": "E2 f(w^T x - y) x: train loss",
+              "E3": "E3 statistical: train loss", "E4": "E4 Ames: train loss"}
+    with figure(ncols=len(exps), width=3.8) as (fig, axes):
+        axes = np.atleast_2d(axes)
+        for ax, exp in zip(axes[0], exps):
+            c = curves[curves.experiment == exp]
+            title = titles[exp]
+            if exp == "E1":
+                c = c[c.quantity.str.startswith("test MSE")]
+            if exp == "E2" and not c.empty:  # 4 f x every p is unreadable: the longest prompt only
+                p_max = c.setting.str.extract(r"p=(\d+)")[0].astype(int).max()
+                c = c[c.setting.str.endswith(f" p={p_max}")]
+                title += f" (p = {p_max})"
+            settings = list(dict.fromkeys(c.setting))
+            colors = dict(zip(settings, sns.color_palette(PALETTE, max(len(settings), 3))))
+            for (setting, model), g in c.groupby(["setting", "model"], sort=False):
+                m = g.groupby("epoch")["value"].mean()
+                ax.plot(m.index, m.values, "-" if model == "model" else "--", color=colors[setting], lw=1.2,
+                        marker="o" if len(m) <= 5 else None, ms=3,
+                        label=f"{setting}{'' if model == 'model' else ' (blind)'}")
+            ax.set_yscale("log")
+            ax.set_xlabel("epoch")
+            ax.set_title(title, fontsize=9)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=5, ncol=1 if len(settings) < 7 else 2)
+            else:
+                ax.text(0.5, 0.5, "no values recorded\n(eval_every = 0)", ha="center", va="center", transform=ax.transAxes)
+        axes[0][0].set_ylabel("mean over seeds")
+        save_figure(fig, str(stem), footer="solid: the emulator; dashed: its weight-blind baseline (same block, data, "
+                                           "budget; no weights in its input). Source: per-seed metrics.json records.")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# README.md of a reference set
+# ---------------------------------------------------------------------------------------------------------
+
+def _learned_lines(d: Path) -> list[str]:
+    """Per experiment, the numbers that say whether its models learned (read from the collected tables)."""
+    t = d / "tables"
+    lines: list[str] = []
+
+    def read(name: str) -> pd.DataFrame | None:
+        return pd.read_csv(t / name) if (t / name).is_file() else None
+
+    ps = read("prompt_length_vs_mse.csv")
+    if ps is not None:
+        for _, r in ps.iterrows():
+            if r.get("target") == "reference_code" or "target" not in ps:
+                lines.append(f"- E1 p sweep, p = {r['p']}, H = {r['heads']}: MSE {r['mse_mean']:.3g} vs Var(Y) "
+                             f"{r['target_var_mean']:.3g} (ratio {r['mse_mean'] / r['target_var_mean']:.3g})")
+    f = read("f_emulation.csv")
+    if f is not None:
+        for _, r in f.iterrows():
+            lines.append(f"- E2 f = {r['f']}, p = {r['p']}: MSE / Var(target) {r['rel_mse_mean']:.3g}, weight-blind "
+                         f"baseline {r['blind_rel_mse_mean']:.3g}, model / baseline {r['mse_over_blind']:.3g}")
+    s = read("statistical_emulation.csv")
+    if s is not None:
+        for _, r in s.iterrows():
+            lines.append(f"- E3 {r['mode']} {r['algorithm']}, H = {r['heads']}: MSE {r['mse_mean']:.3g}, model / "
+                         f"weight-blind baseline {r['mse_over_blind']:.3g}")
+    a, ab = read("ames.csv"), read("ames_ablation.csv")
+    if a is not None and ab is not None:
+        none = ab[ab.ablation == "none"].set_index(["mode", "algorithm"])
+        for _, r in a.iterrows():
+            key = (r["mode"], r["algorithm"])
+            own = (f"MSE against its training target {none.loc[key, 'mse_mean']:.3g}, model / weight-blind "
+                   f"{none.loc[key, 'mse_over_blind']:.3g}; ") if key in none.index else ""
+            lines.append(f"- E4 {r['mode']} {r['algorithm']}: {own}emulation MSE (against the algorithm's prediction) "
+                         f"{r['emulation_mse_mean']:.3g}, spread between the algorithms' predictions "
+                         f"{r['spread_mse_mean']:.3g}, Var(target) {r['target_var_mean']:.3g}")
+    return lines
+
+
+def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str) -> Path:
+    """Learning curves (figure + table) and README.md of a collected reference set; returns the README path."""
+    d = Path(ref_dir)
+    for need in ("replication.md", "manifest.json", "tables/replication.csv"):
+        if not (d / need).is_file():
+            raise RefsetError(f"{d / need}: missing; run `python -m algo_emu refset collect` on a finished run first")
+    curves = learning_curves(d)
+    (d / "tables").mkdir(exist_ok=True)
+    (d / "figures").mkdir(exist_ok=True)
+    from algo_emu.io import write_csv
+
+    write_csv(d / "tables" / "learning_curves.csv", curves)
+    flat = flattening(curves)
+    write_csv(d / "tables" / "learning_curves_summary.csv", flat)
+    curves_figure(curves, d / "figures" / "learning_curves")
+    manifest = read_json(d / "manifest.json")
+    rep = pd.read_csv(d / "tables" / "replication.csv")
+    rel = lambda p: os.path.relpath(p, d)  # noqa: E731
+    lines = [f"# {title}", "",
+             f"Made by `snakemake all --configfile {config_path}` (one run, this project's 2-core CPU unless the manifest "
+             f"says otherwise), collected and summarised with `python -m algo_emu refset collect --results results --dir {d}` "
+             f"and `python -m algo_emu refset build --dir {d} --config {config_path}`. Nothing here needs to be run to be read.",
+             ""]
+    git, device = manifest.get("git", {}), manifest.get("device", {})
+    jobs = manifest.get("benchmarks", {}).get("jobs", {})
+    wall = sum(float(j.get("wall_s", 0)) for j in jobs.values())
+    lines += ["## Provenance", "",
+              f"- commit `{git.get('commit')}` (dirty: {git.get('dirty')}), config hash `{manifest.get('config_hash')}`, "
+              f"made {manifest.get('created')}",
+              f"- device: {device.get('config_device')} ({device.get('cpu_count')} CPU cores; CUDA: {device.get('cuda')}); "
+              f"versions: " + ", ".join(f"{k} {v}" for k, v in sorted(manifest.get("versions", {}).items())
+                                        if k in ("torch", "python", "snakemake", "numpy", "pandas")),
+              f"- {len(jobs)} timed jobs, {wall / 60:.1f} min of summed job wall time (jobs ran one or two at a time "
+              f"beside other work; per job: `manifest.json` -> benchmarks)"]
+    lines += ["- per-job wall times: `benchmarks/*.tsv` (Snakemake benchmark files); per-seed records: "
+              "`<experiment>/**/metrics.json`", ""]
+    lines += ["## Did the models learn?", "",
+              "A model learned when its held-out error is well below what a predictor that ignores the prompt scores "
+              "(its weight-blind baseline, or Var(target) for E1). The numbers (mean over seeds):", ""]
+    lines += _learned_lines(d) + [""]
+    lines += ["Learning curves (seed means; solid: emulator, dashed: weight-blind baseline): "
+              "[figures/learning_curves.png](figures/learning_curves.png); how flat each curve is at the end "
+              "(`late_drop`: relative fall over the last fifth of the epochs):", "",
+              "| experiment | setting | model | quantity | epochs | first | last | late_drop |",
+              "|---|---|---|---|---|---|---|---|"]
+    for _, r in flat.iterrows():
+        lines.append(f"| {r.experiment} | {r.setting} | {r.model} | {r.quantity} | {r.epochs} | {r['first']:.4g} | "
+                     f"{r['last']:.4g} | {r.late_drop:.3f} |")
+    lines += ["", "![learning curves](figures/learning_curves.png)", ""]
+    lines += ["## Verdicts (from replication.md)", "",
+              f"The full report with its rules: [replication.md]({rel(d / 'replication.md')}). Per row: learned, verdict.", "",
+              "| experiment | claim | setting | learned | verdict |", "|---|---|---|---|---|"]
+    for _, r in rep[rep.experiment.isin(["E1", "E2", "E3", "E4", "E5"])].iterrows():
+        def cell(v):
+            return "" if pd.isna(v) else str(v).replace("|", "/")
+        lines.append(f"| {r.experiment} | {cell(r.claim)} | {cell(r.setting)} | {cell(r.learned)} | {cell(r.verdict)} |")
+    figs = sorted(p for p in (d / "figures").glob("*.png"))
+    lines += ["", "## Figures", ""] + [f"- [{p.stem}]({rel(p)})" for p in figs]
+    out = d / "README.md"
+    write_text(out, "\n".join(lines) + "\n")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI: python -m algo_emu refset {collect,build}
+# ---------------------------------------------------------------------------------------------------------
+
+def _cmd_collect(args) -> int:
+    files = collect(args.results, args.dir)
+    print(f"collected {len(files)} files into {args.dir}")
+    return 0
+
+
+def _cmd_build(args) -> int:
+    print(build(args.dir, args.config, args.title))
+    return 0
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="step", required=True)
+    c = sub.add_parser("collect", help="copy a finished run's small outputs into a reference set")
+    c.add_argument("--results", required=True, help="the run's results/ directory")
+    c.add_argument("--dir", required=True, help="the reference set, e.g. results/reference/reference-scale")
+    c.set_defaults(func=_cmd_collect)
+    b = sub.add_parser("build", help="learning curves and README.md of a collected reference set")
+    b.add_argument("--dir", required=True)
+    b.add_argument("--config", required=True, help="the config file the run used (named in the README)")
+    b.add_argument("--title", default="Reference scale: committed run")
+    b.set_defaults(func=_cmd_build)
