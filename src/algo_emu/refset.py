@@ -115,6 +115,9 @@ def _rows_e1(d: Path) -> list[dict]:
             if h.get("test_mse") is not None:
                 rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"], epoch=h["epoch"],
                                  quantity="test MSE (composed head)", value=float(h["test_mse"])))
+        if r.get("mse") is not None and r.get("history"):  # the final evaluation is not in the history
+            rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"],
+                             epoch=int(r["params"]["epochs"]), quantity="test MSE (composed head)", value=float(r["mse"])))
     return rows
 
 
