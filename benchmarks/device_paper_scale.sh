@@ -30,7 +30,9 @@
 # started (no time left) or not selected (EXPERIMENTS). Training checkpoints are written every epoch; those
 # of unfinished steps (and finished frozen models whose evaluation did not run) come back in resume.tar.gz:
 # RESUME=<that file> continues them in a later call. REUSE_DIR (default results/reference/gpu in the copy
-# sent, i.e. a committed earlier run) supplies settings already complete, when its config hash matches.
+# sent, i.e. a committed earlier run) supplies settings already complete, when its config hash matches, and
+# its resume.tar.gz (if committed there) is the default RESUME. A checkpoint of other code or config is
+# ignored by the trainer (its fingerprint), so a stale RESUME costs only the time to unpack it.
 #
 # Returned under $OUT (flat: the device tool returns at most 8 files, no more than 2 folders deep):
 #   gpu_reference.tar.gz  gpu/...: extract in results/reference/ -> results/reference/gpu/ (records, tables,
@@ -145,6 +147,8 @@ if (REUSE / "status.json").is_file():
                 shutil.copytree(REUSE / d, WORK / "results" / d, dirs_exist_ok=True)
         reused = True
         say(f"reusing the records of {REUSE} (config hash {CHASH})")
+        if not RESUME and (REUSE / "resume.tar.gz").is_file():
+            RESUME = str(REUSE / "resume.tar.gz")
     else:
         say(f"not reusing {REUSE}: config hash {old.get('config_hash')} != {CHASH}")
 if RESUME:
@@ -301,9 +305,8 @@ rank = {g: i for i, g in enumerate(ORDER)}
 
 
 def prio(t):
-    if t.setting is None:  # shared data steps: as early as the first setting that needs them
-        users = [u for u in TASKS if t in u.deps and u.setting is not None]
-        return min((rank.get(SETTINGS[u.setting]["group"], 99) for u in users), default=99) - 0.5
+    if t.setting is None:  # shared data steps: just before the first setting that needs them, however indirectly
+        return min((prio(u) for u in TASKS if t in u.deps), default=99.5) - 0.5
     return rank.get(SETTINGS[t.setting]["group"], 99)
 
 
@@ -317,9 +320,26 @@ def stop(t):
         pass
 
 
+LIVE: list = []  # running steps, stopped with the script if it is stopped itself (e.g. the call's time limit)
+
+
+def _stopped(signum, frame):
+    for t in LIVE:
+        try:
+            os.killpg(t.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _stopped)
+signal.signal(signal.SIGINT, _stopped)
+
+
 def schedule(queue, deadline, jobs):
     """Run ``queue`` (ordered) with at most ``jobs`` at once; at ``deadline`` stop what runs, start nothing new."""
-    running: list[Task] = []
+    running: list[Task] = LIVE
+    running.clear()
     ok = ("done", "present")
     while True:
         now = time.time()
@@ -358,7 +378,7 @@ def schedule(queue, deadline, jobs):
                 t.fh = open(t.log, "w")
                 t.start, t.state = time.time(), "running"
                 t.proc = subprocess.Popen(t.argv, stdout=t.fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True, cwd=WORK)
+                                          process_group=0, cwd=WORK)  # own group (killpg), same session
                 running.append(t)
         if not running and not any(t.state == "pending" for t in queue):
             return

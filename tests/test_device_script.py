@@ -1,0 +1,172 @@
+"""benchmarks/device_paper_scale.sh (the GPU script of docs/gpu.md), tried on CPU at tiny scale.
+
+Fast: both device scripts parse, and the script's --params slices are the rules' (so its records are the
+records Snakemake would write). Slow (`pytest -m slow`, minutes on 2 cores): a whole tiny run writes records,
+tables and figures of every trained experiment into the files the device tool returns; a run whose budget
+cannot fit one experiment names that experiment's settings as missing (cut at the deadline), aggregates only
+what finished and returns the checkpoints to resume from.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmarks" / "device_paper_scale.sh"
+WRAPPER = REPO / "benchmarks" / "device_heads_sweep.sh"
+RULES = REPO / "workflow" / "rules"
+
+
+def test_scripts_parse():
+    for script in (SCRIPT, WRAPPER):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+    body = SCRIPT.read_text().split("<<'PYEOF'\n", 1)[1].rsplit("\nPYEOF", 1)[0]
+    ast.parse(body)
+
+
+def _assigned_tuple(text: str, name: str) -> tuple:
+    m = re.search(rf"^{name}\s*=\s*(\(.*?\))\n", text, re.M | re.S)
+    assert m, f"{name} not found"
+    return ast.literal_eval(m.group(1))
+
+
+def _tuple_after(text: str, pattern: str) -> tuple:
+    m = re.search(pattern + r"\s*(\(.*?\))", text, re.S)
+    assert m, pattern
+    return ast.literal_eval(m.group(1))
+
+
+def test_params_are_the_rules_slices():
+    script, ames, stat, t31 = (SCRIPT.read_text(), (RULES / "ames.smk").read_text(), (RULES / "statistical.smk").read_text(),
+                               (RULES / "theorem31.smk").read_text())
+    for name in ("AMES_DOWNLOAD_KEYS", "AMES_PREPARE_KEYS", "AMES_REFERENCE_FIT_KEYS", "AMES_POOL_KEYS", "AMES_TRAIN_KEYS"):
+        assert _assigned_tuple(script, name) == _assigned_tuple(ames, name), name
+    assert "AMES_FIT_KEYS = AMES_REFERENCE_FIT_KEYS + AMES_POOL_KEYS" in ames  # corrected mode's fit keys
+    squeeze = lambda text: re.sub(r"\s+", "", text)  # noqa: E731
+    assert squeeze('ames_params(AMES_FIT_KEYS if wc.ames_mode == "corrected" else AMES_REFERENCE_FIT_KEYS)') in squeeze(ames)
+    train_excluded = r"STAT_TRAIN\w*\s*=\s*(?:as_json\()?\{k: v for k, v in STAT\.items\(\) if k not in"
+    eval_keys = r"STAT_EVAL\w*\s*=\s*(?:as_json\()?\{k: STAT\[k\] for k in"
+    assert _tuple_after(script, train_excluded) == _tuple_after(stat, train_excluded)
+    assert _tuple_after(script, eval_keys) == _tuple_after(stat, eval_keys)
+    assert 'T31_TRAIN_CFG = as_json({k: v for k, v in T31.items() if k != "p_sweep"})' in t31
+    assert 'T31_TRAIN = {k: v for k, v in T31.items() if k != "p_sweep"}' in script
+
+
+def _run(tmp_path: Path, **env) -> tuple[int, Path, str]:
+    out = tmp_path / "out"
+    full = dict(os.environ, OUT=str(out), WORK=str(tmp_path / "work"), SCALE="tiny", DEVICE="cpu", MAX_JOBS="2",
+                PYTHON=sys.executable, OMP_NUM_THREADS="1", REUSE_DIR=str(tmp_path / "no-reuse"))
+    full.update(env)
+    proc = subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=3600)
+    return proc.returncode, out, proc.stdout + proc.stderr
+
+
+def _returned(out: Path) -> dict[str, Path]:
+    files = {p.name: p for p in out.iterdir()}
+    assert all(p.is_file() for p in files.values()), "only flat files come back from the device"
+    assert len(files) <= 8 and all(p.stat().st_size < 16 * 2**20 for p in files.values())
+    return files
+
+
+def _members(files: dict[str, Path]) -> list[str]:
+    with tarfile.open(files["gpu_reference.tar.gz"]) as tf:
+        return tf.getnames()
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_every_experiment(tmp_path):
+    rc, out, log = _run(tmp_path, BUDGET="1500", RESERVE="400")
+    files = _returned(out)
+    status = json.loads(files["status.json"].read_text())
+    assert rc == 0, log[-3000:]
+    assert status["complete"], status
+    assert set(status["experiments"]) == {"E1", "E2", "E3", "E4"}
+    for exp, e in status["experiments"].items():
+        assert e["missing"] == {} and sorted(e["complete"]) == sorted(e["wanted"]), exp
+    names = _members(files)
+    for rec in ("gpu/heads/published/runs/H4_p8/seed1/metrics.json", "gpu/heads/independent/runs/H1_p8/seed0/metrics.json",
+                "gpu/theorem31/runs/p6/seed1/metrics.json", "gpu/theorem31/blind/p6/seed1/metrics.json",
+                "gpu/statistical/runs/fitted_H2/seed1/metrics.json", "gpu/statistical/runs/reference_code_H1/seed0/metrics.json",
+                "gpu/ames/corrected/seed1/metrics.json", "gpu/ames/reference_code/seed0/metrics.json"):
+        assert rec in names, rec
+    for table in ("heads_vs_mse.csv", "prompt_length_vs_mse.csv", "heads_fit.json", "f_emulation.csv", "statistical_emulation.csv",
+                  "ames.csv", "ames_ablation.csv", "learning_curves.csv"):
+        assert f"gpu/tables/{table}" in names, table
+    for fig in ("heads_vs_mse.png", "f_emulation.png", "statistical_heads.png", "ames.png", "learning_curves.png"):
+        assert f"gpu/figures/{fig}" in names, fig
+    assert not [n for n in names if n.endswith((".pt", ".npz", ".log"))], "weights, arrays and logs stay out of the set"
+    assert not [n for n in names if "/partial/" in n]
+    assert "resume.tar.gz" not in files  # nothing unfinished
+    assert {"SUMMARY.md", "device.json", "logs.tar.gz"} <= set(files)
+    assert files["SUMMARY.md"].read_text().startswith("# GPU run: complete")
+
+    # A later call continues from the committed set: complete settings are reused, not rerun; an experiment
+    # with a setting missing (here one E3 setting deleted and E3 not selected) is aggregated only into
+    # tables/partial/, with the missing setting named.
+    committed = tmp_path / "committed"
+    committed.mkdir()
+    with tarfile.open(files["gpu_reference.tar.gz"]) as tf:
+        tf.extractall(committed)
+    gone = committed / "gpu" / "statistical" / "runs" / "fitted_H2"
+    for f in gone.rglob("metrics.json"):
+        f.unlink()
+    again = tmp_path / "again"
+    again.mkdir()
+    rc, out, log = _run(again, BUDGET="900", RESERVE="600", EXPERIMENTS="heads theorem31 ames p_sweep independent",
+                        REUSE_DIR=str(committed / "gpu"))
+    files = _returned(out)
+    status = json.loads(files["status.json"].read_text())
+    assert rc == 3, log[-3000:]
+    assert status["reused"] and not [s for s in status["steps"] if s["state"] in ("done", "running", "cut", "failed")
+                                     and not s["name"].startswith(("agg_", "fig_"))], "nothing trained again"
+    assert status["experiments"]["E3"]["missing"] == {"fitted H=2": "not selected (EXPERIMENTS=heads theorem31 ames "
+                                                                    "p_sweep independent)"}
+    names = _members(files)
+    assert "gpu/tables/partial/statistical_emulation.csv" in names and "gpu/tables/statistical_emulation.csv" not in names
+    with tarfile.open(files["gpu_reference.tar.gz"]) as tf:
+        note = tf.extractfile("gpu/tables/partial/README.md").read().decode()
+    assert "fitted H=2" in note
+    assert "gpu/tables/f_emulation.csv" in names and "gpu/tables/ames.csv" in names  # complete ones as before
+
+
+@pytest.mark.slow
+def test_setting_cut_at_the_deadline_is_named_missing(tmp_path):
+    cfg = yaml.safe_load((REPO / "tests" / "tiny.yaml").read_text())
+    cfg["heads"]["heads_sweep"] = [1]
+    cfg["theorem31"]["p_sweep"] = [4]
+    cfg["theorem31"]["epochs"] = 100000  # cannot finish inside the budget
+    config = tmp_path / "cut.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    rc, out, log = _run(tmp_path, CONFIG=str(config), EXPERIMENTS="heads theorem31", MAX_JOBS="3", BUDGET="200",
+                        RESERVE="110")
+    files = _returned(out)
+    status = json.loads(files["status.json"].read_text())
+    assert rc == 3, log[-3000:]
+    assert not status["complete"]
+    e1, e2 = status["experiments"]["E1"], status["experiments"]["E2"]
+    assert "published H=1 p=8" in e1["complete"]
+    assert "not selected" in e1["missing"]["published H=1 p=4"]
+    assert e2["complete"] == [] and set(e2["missing"]) == {"model p=4", "weight-blind p=4"}
+    for reason in e2["missing"].values():
+        assert "cut at the deadline" in reason and "epoch" in reason, reason
+    summary = files["SUMMARY.md"].read_text()
+    assert summary.startswith("# GPU run: PARTIAL") and "model p=4" in summary and "cut at the deadline" in summary
+    names = _members(files)
+    assert "gpu/heads/published/runs/H1_p8/seed0/metrics.json" in names
+    assert not [n for n in names if n.startswith("gpu/theorem31/") or "f_emulation" in n], "nothing of E2 is aggregated"
+    with tarfile.open(files["gpu_reference.tar.gz"]) as tf:
+        caption = tf.extractfile("gpu/tables/prompt_length_vs_mse.md").read().decode()
+    assert "PARTIAL" in caption and "p=4" in caption  # E1's own partial aggregation names the missing rows
+    with tarfile.open(files["resume.tar.gz"]) as tf:
+        resume = tf.getnames()
+    assert "results/theorem31/checkpoints/p4.pt" in resume and "results/theorem31/checkpoints/blind_p4.pt" in resume
