@@ -72,9 +72,9 @@ from pathlib import Path
 
 T0 = time.time()
 E = os.environ
-REPO, OUT = Path(E["REPO"]), Path(E["OUT"])
+REPO, OUT = Path(E["REPO"]), Path(E["OUT"]).absolute()
 SCALE = E.get("SCALE", "paper")
-CONFIG = Path(E.get("CONFIG") or (REPO / ("config/config.yaml" if SCALE == "paper" else "tests/tiny.yaml")))
+CONFIG = Path(E.get("CONFIG") or (REPO / ("config/config.yaml" if SCALE == "paper" else "tests/tiny.yaml"))).absolute()
 DEVICE = E.get("DEVICE") or ("cuda" if SCALE == "paper" else "cpu")
 BUDGET = float(E.get("BUDGET", 540))
 RESERVE = float(E.get("RESERVE", 60))
@@ -83,9 +83,9 @@ MAX_JOBS = int(E.get("MAX_JOBS") or os.cpu_count() or 1)
 THREADS = E.get("THREADS", "1")
 ORDER = E.get("EXPERIMENTS", "heads theorem31 ames statistical p_sweep independent").split()
 COMPILE = E.get("COMPILE", "0")
-WORK = Path(E.get("WORK") or "/tmp/algo-emu-gpu")
-RESUME = E.get("RESUME", "")
-REUSE = Path(E.get("REUSE_DIR") or REPO / "results/reference/gpu")
+WORK = Path(E.get("WORK") or "/tmp/algo-emu-gpu").absolute()
+RESUME = str(Path(E["RESUME"]).absolute()) if E.get("RESUME") else ""
+REUSE = Path(E.get("REUSE_DIR") or REPO / "results/reference/gpu").absolute()
 PYX = sys.executable
 GROUPS = ("heads", "theorem31", "ames", "statistical", "p_sweep", "independent")
 bad = [g for g in ORDER if g not in GROUPS]
@@ -133,9 +133,13 @@ def js(obj):
 
 
 # ------------------------------------------------------------------------------------------ scratch, reuse, resume
-if WORK.exists():
+MARK = WORK / ".algo-emu-gpu-work"
+if WORK.exists() and any(WORK.iterdir()):
+    if not MARK.is_file():
+        sys.exit(f"WORK={WORK} exists and is not this script's scratch folder (no {MARK.name}): not removing it")
     shutil.rmtree(WORK)
 (WORK / "logs").mkdir(parents=True)
+MARK.touch()
 OUT.mkdir(parents=True, exist_ok=True)
 os.chdir(WORK)
 reused = False
@@ -529,6 +533,7 @@ for exp in ("E2", "E3", "E4"):
                                                         *[f"results/ames/{m}/predictions.csv" for m in modes], "--out",
                                                         f"{F}/ames", "--ablation-table", f"{T}/ames_ablation.csv",
                                                         "--ablation-out", f"{F}/ames_ablation"), [], deps=[a]))
+agg.sort(key=lambda t: 2 if t.name.startswith("fig_") else 1 if t.name.endswith("_fit") else 0)  # tables first, figures last
 for t in agg:
     Path(t.outputs[0] if t.outputs else f"{F}/x").parent.mkdir(parents=True, exist_ok=True)
 Path(F).mkdir(parents=True, exist_ok=True)
@@ -571,7 +576,10 @@ try:  # learning curves of whatever records exist (algo_emu.refset; torch-free)
         (GPU / "figures").mkdir(exist_ok=True)
         curves.to_csv(GPU / "tables/learning_curves.csv", index=False)
         flattening(curves).to_csv(GPU / "tables/learning_curves_summary.csv", index=False)
-        curves_figure(curves, GPU / "figures/learning_curves")
+        if time.time() < T0 + BUDGET - 5:  # the figure only while the budget lasts; the table always
+            curves_figure(curves, GPU / "figures/learning_curves")
+        else:
+            status["learning_curves_error"] = "figure skipped: no time left in the budget
 except Exception as exc:  # noqa: BLE001
     status["learning_curves_error"] = repr(exc)
 
@@ -607,7 +615,9 @@ missing_total = sum(len(e["missing"]) for e in status["experiments"].values())
 wanted_total = sum(len(e["wanted"]) for e in status["experiments"].values())
 status["complete"] = missing_total == 0 and not status["aggregation_failed"]
 status["wall_s"] = round(time.time() - T0, 1)
-lines = [f"# GPU run: {'complete' if status['complete'] else 'PARTIAL'} ({wanted_total - missing_total} of {wanted_total} settings)", "",
+agg_note = f"; {len(status['aggregation_failed'])} aggregation steps did not finish" if status["aggregation_failed"] else ""
+lines = [f"# GPU run: {'complete' if status['complete'] else 'PARTIAL'} ({wanted_total - missing_total} of {wanted_total} "
+         f"settings{agg_note})", "",
          f"Made by `benchmarks/device_paper_scale.sh` (docs/gpu.md) on {gpu_name}, config `{status['config']}` "
          f"(hash `{CHASH}`), seeds {SEEDS}, budget {BUDGET:.0f} s (training until {BUDGET - RESERVE:.0f} s), {MAX_JOBS} steps "
          f"at once, compile {COMPILE}, commit `{devinfo.get('git_commit')}`, code `{devinfo.get('code_version')}`; "
