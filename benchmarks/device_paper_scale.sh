@@ -579,7 +579,7 @@ try:  # learning curves of whatever records exist (algo_emu.refset; torch-free)
         if time.time() < T0 + BUDGET - 5:  # the figure only while the budget lasts; the table always
             curves_figure(curves, GPU / "figures/learning_curves")
         else:
-            status["learning_curves_error"] = "figure skipped: no time left in the budget
+            status["learning_curves_error"] = "figure skipped: no time left in the budget"
 except Exception as exc:  # noqa: BLE001
     status["learning_curves_error"] = repr(exc)
 
