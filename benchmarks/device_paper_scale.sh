@@ -492,7 +492,9 @@ for exp in ("E2", "E3", "E4"):
         blind = [r for r in blind if re.search(r"/(p\d+)/", r).group(1) in pm]
         if not pm:
             continue
-        a = Task("agg_theorem31", None, None, cli("theorem31", "aggregate", "--params", js(T31), "--metrics", *runs,
+        # the tables iterate over p_sweep: a partial set's params name only its complete p
+        t31 = T31 if full else dict(T31, p_sweep=sorted(int(x[1:]) for x in pm))
+        a = Task("agg_theorem31", None, None, cli("theorem31", "aggregate", "--params", js(t31), "--metrics", *runs,
                                                   "--blind-metrics", *blind, "--runs", f"{d}/theorem31_runs.csv", "--f-table",
                                                   f"{d}/f_emulation.csv", "--gd-table", f"{d}/f_gd_step.csv", "--ablation-table",
                                                   f"{d}/f_emulation_ablation.csv", "--ablation-runs",
@@ -507,12 +509,21 @@ for exp in ("E2", "E3", "E4"):
                                                                    f"{T}/f_emulation_ablation_runs.csv", "--out",
                                                                    f"{F}/f_emulation_ablation"), [], deps=[a])]
     elif exp == "E3":
-        a = Task("agg_statistical", None, None, cli("statistical", "aggregate", "--params", js(STAT), "--metrics", *recs("E3"),
-                                                    "--runs", f"{d}/statistical_runs.csv", "--table",
-                                                    f"{d}/statistical_emulation.csv", "--ablation-table",
-                                                    f"{d}/statistical_ablation.csv", "--ablation-runs",
-                                                    f"{d}/statistical_ablation_runs.csv"), [f"{d}/statistical_emulation.csv"])
-        agg.append(a)
+        # the table iterates over modes x heads_sweep: a partial set is aggregated per mode, over that mode's complete H
+        parts = [("", STAT, recs("E3"))] if full else []
+        if not full:
+            for mode in STAT["modes"]:
+                hs = [H for H in STAT["heads_sweep"] if ("E3", f"{mode} H={H}") in complete_sets["E3"]]
+                if hs:
+                    parts.append((f"_{mode}", dict(STAT, modes=[mode], heads_sweep=hs),
+                                  [r for H in hs for r in SETTINGS[("E3", f"{mode} H={H}")]["records"]]))
+        for suffix, sp, rr in parts:
+            a = Task(f"agg_statistical{suffix}", None, None,
+                     cli("statistical", "aggregate", "--params", js(sp), "--metrics", *rr, "--runs",
+                         f"{d}/statistical{suffix}_runs.csv", "--table", f"{d}/statistical{suffix}_emulation.csv",
+                         "--ablation-table", f"{d}/statistical{suffix}_ablation.csv", "--ablation-runs",
+                         f"{d}/statistical{suffix}_ablation_runs.csv"), [f"{d}/statistical{suffix}_emulation.csv"])
+            agg.append(a)
         if full:
             agg += [Task("fig_statistical", None, None, cli("statistical", "figure", "--table", f"{T}/statistical_emulation.csv",
                                                             "--runs", f"{T}/statistical_runs.csv", "--out",
