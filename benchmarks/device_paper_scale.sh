@@ -22,8 +22,9 @@
 #   * phase 2, until BUDGET - 20: aggregation from the settings whose every per-seed record exists.
 #     E1: `heads aggregate --allow-partial` (its tables say PARTIAL and name the missing rows), fit, figures.
 #     E2-E4 have no partial mode: a complete experiment's tables go to tables/ (figures to figures/); a
-#     partial one's tables are built from its complete settings only into tables/partial/, beside a
-#     README.md naming what is missing. A setting with a missing seed record is never aggregated.
+#     partial one's tables are built from its complete settings only into tables/partial/ (E2 over its complete
+#     p; E3 per mode over that mode's complete H, as its table needs a full grid), beside a README.md naming
+#     what is missing. A setting with a missing seed record is never aggregated.
 #   * phase 3: packing (seconds).
 # Settings not finished are named in status.json and README.md (SUMMARY.md) with why: cut at the deadline
 # (epoch k/N reached), failed (exit code, last log line), blocked (a step it needs did not finish), not
