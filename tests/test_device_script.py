@@ -143,32 +143,28 @@ def test_tiny_run_writes_every_experiment(tmp_path):
 
 @pytest.mark.slow
 def test_setting_cut_at_the_deadline_is_named_missing(tmp_path):
+    # E2 alone, with more epochs than any budget holds: its settings are cut at the deadline whatever the load
+    # (a deadline for E1 to finish before would depend on the machine's load: on 2 loaded cores one data step
+    # took 131 s)
     cfg = yaml.safe_load((REPO / "tests" / "tiny.yaml").read_text())
-    cfg["heads"]["heads_sweep"] = [1, 2]  # the config check wants two H for the fit
     cfg["theorem31"]["p_sweep"] = [4]
-    cfg["theorem31"]["epochs"] = 100000  # cannot finish inside the budget
+    cfg["theorem31"]["epochs"] = 100000
     config = tmp_path / "cut.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    rc, out, log = _run(tmp_path, CONFIG=str(config), EXPERIMENTS="heads theorem31", MAX_JOBS="4", BUDGET="600",
-                        RESERVE="400")  # E1 trains in 200 s even on 2 loaded cores
+    rc, out, log = _run(tmp_path, CONFIG=str(config), EXPERIMENTS="theorem31", BUDGET="480", RESERVE="120")
     files = _returned(out)
     status = json.loads(files["status.json"].read_text())
-    assert rc == 3, log[-3000:]
+    assert rc == 1, log[-3000:]  # nothing complete
     assert not status["complete"]
-    e1, e2 = status["experiments"]["E1"], status["experiments"]["E2"]
-    assert "published H=1 p=8" in e1["complete"]
-    assert "not selected" in e1["missing"]["published H=1 p=4"]
+    e2 = status["experiments"]["E2"]
     assert e2["complete"] == [] and set(e2["missing"]) == {"model p=4", "weight-blind p=4"}
     for reason in e2["missing"].values():
-        assert "cut at the deadline" in reason and "epoch" in reason, reason
+        assert "cut at the deadline" in reason and "epoch" in reason and "/100000" in reason, reason
+    assert all("not selected" in r for r in status["experiments"]["E1"]["missing"].values())
     summary = files["SUMMARY.md"].read_text()
     assert summary.startswith("# GPU run: PARTIAL") and "model p=4" in summary and "cut at the deadline" in summary
     names = _members(files)
-    assert "gpu/heads/published/runs/H1_p8/seed0/metrics.json" in names
     assert not [n for n in names if n.startswith("gpu/theorem31/") or "f_emulation" in n], "nothing of E2 is aggregated"
-    with tarfile.open(files["gpu_reference.tar.gz"]) as tf:
-        caption = tf.extractfile("gpu/tables/prompt_length_vs_mse.md").read().decode()
-    assert "PARTIAL" in caption and "p=4" in caption  # E1's own partial aggregation names the missing rows
     with tarfile.open(files["resume.tar.gz"]) as tf:
         resume = tf.getnames()
     assert "results/theorem31/checkpoints/p4.pt" in resume and "results/theorem31/checkpoints/blind_p4.pt" in resume
