@@ -16,7 +16,7 @@ def _write(tmp_path, cfg):
 
 
 def test_shipped_configs_are_valid_and_get_defaults():
-    for name in ("config/config.yaml", "config/quick.yaml", "tests/tiny.yaml"):
+    for name in ("config/config.yaml", "config/quick.yaml", "config/reference.yaml", "tests/tiny.yaml"):
         cfg = load_config(REPO_ROOT / name)
         assert cfg["heads"]["eval_batch_size"] == 32 and cfg["heads"]["target"] in ("paper", "reference_code")
     paper = load_config(REPO_ROOT / "config/config.yaml")
