@@ -159,3 +159,17 @@ def test_the_report_reads_tables_the_targets_map_declares():
     assert {ESSAY_CLAIMS, MANIFEST, *REPLICATION_OUTPUTS} <= set(outputs)
     assert expand_braces("t/c_{a,b}.{csv,md}") == ["t/c_a.csv", "t/c_a.md", "t/c_b.csv", "t/c_b.md"]
     assert expand_braces("plain.json") == ["plain.json"]
+
+
+def test_learned_needs_every_baseline_the_row_has():
+    """A model below half its weight-blind baseline but worse than a constant (quick-scale E4: emulation MSE 0.285,
+    Var(target) 0.164, blind ratio 0.438) has not learned; below both it has."""
+    from algo_emu.report.replication import learned_from_row
+
+    row = {"emulation_mse_mean": 0.285, "target_var_mean": 0.164, "mse_over_blind": 0.438}
+    learned, why = learned_from_row(row, mse_col="emulation_mse_mean", var_col="target_var_mean")
+    assert learned == "no" and "1.74 >= 0.5" in why and "0.438 < 0.5" in why
+    row["emulation_mse_mean"] = 0.0466
+    assert learned_from_row(row, mse_col="emulation_mse_mean", var_col="target_var_mean")[0] == "yes"
+    assert learned_from_row({"mse_over_blind": 0.7}, var_col="target_var_mean")[0] == "no"
+    assert learned_from_row({"mse_mean": 1.0}, var_col="target_var_mean")[0] == "unknown"

@@ -59,9 +59,9 @@ RULES = f"""\
 2. **not available** -- the results tree lacks the column or table (made by an older version); the reason says which.
 3. **did not learn** -- a trained model whose test error is not clearly below a baseline that ignores the
    prompt: error >= {LEARNED_RATIO} x the baseline's. Baseline: the variance of the target (the MSE of
-   predicting its mean; E1 `target_var_mean`, E2 `target_var`), or the weight-blind model trained with the same
-   budget (`mse_over_blind`, E2-E4) where the table has it. No verdict is given for such a row: its numbers
-   are not results. Where neither baseline is in the table the `learned` column says the check could not be made.
+   predicting its mean; E1 `target_var_mean`, E2 `target_var`, E4 `target_var_mean`) and the weight-blind model
+   trained with the same budget (`mse_over_blind`, E2-E4): every one of them the table has must be beaten (E2's
+   GD-step rows: the emulator's own row too). No verdict is given for such a row: its numbers are not results. Where neither baseline is in the table the `learned` column says the check could not be made.
 4. **not comparable** -- the paper's number was made another way or at another scale (the reason says how).
    A trained experiment is comparable only at the paper's N and epochs ({_paper_scale_text()}),
    and only in the mode made the way the paper made it (the "comparable" columns).
@@ -146,15 +146,27 @@ def learned_from_ratio(ratio: float, what: str) -> tuple[str, str]:
 
 
 def learned_from_row(row: Mapping[str, Any] | None, mse_col: str = "mse_mean", var_col: str | None = None) -> tuple[str, str]:
-    """Prefer ``mse_over_blind`` (the ablation helpers' weight-blind baseline), else mse / target variance."""
+    """Every baseline the row has must be beaten: ``mse_over_blind`` (the weight-blind model) and, where ``var_col``
+    is given, MSE / target variance (a model worse than predicting a constant has not learned, however weak its
+    weight-blind baseline)."""
     if row is None:
         return "unknown", "check could not be made: no row"
+    checks = []
     if "mse_over_blind" in row and _ok(row["mse_over_blind"]):
-        return learned_from_ratio(_f(row["mse_over_blind"]), "MSE / weight-blind baseline's MSE")
+        checks.append(learned_from_ratio(_f(row["mse_over_blind"]), "MSE / weight-blind baseline's MSE"))
     if var_col and var_col in row and _ok(row[var_col]) and _f(row[var_col]) > 0:
-        return learned_from_ratio(_f(row[mse_col]) / _f(row[var_col]), f"MSE / target variance ({var_col})")
-    missing = "mse_over_blind" + (f" and {var_col}" if var_col else "")
-    return "unknown", f"check could not be made: no {missing} column in the table"
+        checks.append(learned_from_ratio(_f(row[mse_col]) / _f(row[var_col]), f"MSE / target variance ({var_col})"))
+    if not checks:
+        missing = "mse_over_blind" + (f" and {var_col}" if var_col else "")
+        return "unknown", f"check could not be made: no {missing} column in the table"
+    return _all_of(checks)
+
+
+def _all_of(checks: list[tuple[str, str]]) -> tuple[str, str]:
+    """'no' if any check says no, 'yes' only if all say yes; the reasons joined."""
+    verdicts = {v for v, _ in checks}
+    learned = "no" if "no" in verdicts else ("yes" if verdicts == {"yes"} else "unknown")
+    return learned, "; ".join(text for _, text in checks)
 
 
 @dataclass
@@ -398,7 +410,11 @@ def e2_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
                 paper="qualitative (no experiment reported)", comparable_mode=not_comp,
                 corrected_mode="||step error||^2 / ||exact step||^2 (gd_rel_mean)", corrected_mean=rec["gd_rel_mean"],
                 scale=scale.text)
-        r.learned, why = learned_from_ratio(_f(rec["gd_rel_mean"]), "step error / step size (gd_rel_mean)")
+        # the step is averaged from the emulated f: the emulator must itself beat its weight-blind baseline (for
+        # sigmoid/step a model ignoring w already gets about half of the target right)
+        same = fe[(fe.f == f) & (fe.p == rec["p"])]
+        model = learned_from_row(same.iloc[0].to_dict()) if len(same) else ("unknown", "no f_emulation row")
+        r.learned, why = _all_of([model, learned_from_ratio(_f(rec["gd_rel_mean"]), "step error / step size (gd_rel_mean)")])
         r.verdict = "did not learn" if r.learned == "no" else claim_verdict(_f(rec["gd_rel_mean"]) <= SUPPORT_REL, True, scale)
         r.reason = f"{why}; rule: supported when the relative step error <= {SUPPORT_REL}"
         out.append(r)
