@@ -60,7 +60,7 @@ import pandas as pd
 import torch
 
 from algo_emu.rng import torch_stream
-from algo_emu.tables import summarise
+from algo_emu.tables import summarise_by
 
 __all__ = [
     "NONE", "BLIND", "ABLATIONS", "BUDGET_KEYS", "ABLATION_COLUMNS",
@@ -346,20 +346,22 @@ def ablation_table(rows: pd.DataFrame | Sequence[dict], setting: Sequence[str]) 
     missing = [c for c in keys + ["seed", "ablation", "mse"] if c not in df.columns]
     if missing:
         raise ValueError(f"ablation rows: missing column(s) {missing}")
-    out = []
+    order, blind_means = [], {}
     for key, grp in df.groupby(keys, sort=True, dropna=False):
-        key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        key = key if isinstance(key, tuple) else (key,)
         blind = grp[grp.ablation == BLIND]
         if blind.empty:
-            raise ValueError(f"ablation rows: no {BLIND!r} baseline for {key}")
-        blind_mean = float(blind.mse.mean())
-        for a in _order(grp.ablation):
-            sel = grp[grp.ablation == a].sort_values("seed")
-            if sel.seed.duplicated().any():
-                raise ValueError(f"ablation rows: seed listed twice for {key}, ablation {a!r}")
-            s = summarise(sel.mse.to_numpy())
-            out.append({**key, "ablation": a, **s, "mse_over_blind": s["mse_mean"] / blind_mean})
-    return pd.DataFrame(out, columns=keys + ABLATION_COLUMNS)
+            raise ValueError(f"ablation rows: no {BLIND!r} baseline for {dict(zip(keys, key))}")
+        blind_means[key] = float(blind.mse.mean())
+        order += [(*key, a) for a in _order(grp.ablation)]
+    try:
+        table = summarise_by(df, [*keys, "ablation"], ["mse"], order)
+    except ValueError as exc:
+        raise ValueError(f"ablation rows: {exc}") from None
+    if table.empty:
+        return pd.DataFrame(columns=keys + ABLATION_COLUMNS)
+    table["mse_over_blind"] = table.mse_mean / [blind_means[tuple(k)] for k in table[keys].itertuples(index=False)]
+    return table[keys + ABLATION_COLUMNS]
 
 
 def over_blind(table: pd.DataFrame, ablations: pd.DataFrame, on: Sequence[str], column: str = "mse_mean") -> pd.Series:

@@ -1,7 +1,11 @@
 """Command line: ``python -m algo_emu <experiment> <step> [options]``.
 
-Each experiment module in :mod:`algo_emu.experiments` registers its steps via
-``add_parser(subparsers)``; the Snakemake rules call these steps and nothing else.
+Each experiment module in :mod:`algo_emu.experiments` declares its steps as data (:class:`Step`: a
+name, a function and its :class:`Arg` list) and registers them with ``add_parser = steps_parser(STEPS)``;
+the arguments every trained experiment shares (``--params``, ``--seeds``, ``--out-dir``,
+``--checkpoint``, ``--device``, ``--threads``, ...) are declared once, here. A step calls its function
+with one keyword argument per :class:`Arg` (named by ``dest``). The Snakemake rules call these steps
+and nothing else.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import importlib
 import json
 import logging
 import sys
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 # experiment name -> module under algo_emu.experiments
 EXPERIMENTS = {
@@ -31,6 +37,88 @@ def json_arg(text: str):
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+
+
+def json_object(text: str) -> dict:
+    """A JSON object on the command line (a resolved config section)."""
+    value = json_arg(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object (a config section), got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One command-line option: ``add_argument(flag, dest=dest, **kwargs)``; the step's function receives
+    it as the keyword argument ``dest`` (default: the flag's name with ``-`` as ``_``)."""
+
+    flag: str
+    dest: str = ""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.dest:
+            object.__setattr__(self, "dest", self.flag.lstrip("-").replace("-", "_"))
+
+    def to(self, dest: str, **kwargs) -> "Arg":
+        """This option passed as ``dest`` (and with ``kwargs`` changed)."""
+        return replace(self, dest=dest, kwargs={**self.kwargs, **kwargs})
+
+
+def arg(flag: str, dest: str = "", **kwargs) -> Arg:
+    return Arg(flag, dest, kwargs)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an experiment: ``python -m algo_emu <experiment> <name> [args]`` calls ``func(**args)``."""
+
+    name: str
+    help: str
+    func: Callable[..., Any]
+    args: Sequence[Arg]
+
+
+# The options the experiments share, declared once.
+PARAMS = arg("--params", type=json_object, required=True, help="the resolved config section as JSON")
+SEEDS = arg("--seeds", type=int, nargs="+", required=True)
+SEED = arg("--seed", type=int, required=True)
+OUT_DIR = arg("--out-dir", required=True, help="writes <out-dir>/seed<k>/metrics.json")
+CHECKPOINT = arg("--checkpoint", help="resumable checkpoint file (resumed only by the same run)")
+DEVICE = arg("--device", "device_spec", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
+THREADS = arg("--threads", type=int, help="torch intra-op threads")
+#: Where a job runs: every training and evaluation step takes these.
+RUNTIME = (DEVICE, THREADS)
+METRICS = arg("--metrics", nargs="+", required=True, help="per-seed metrics.json files")
+RUNS = arg("--runs", "runs_csv", required=True, help="per-seed runs CSV")
+TABLE = arg("--table", required=True, help="table CSV")
+FIGURE = arg("--out", required=True, help="output stem (writes .pdf and .png)")
+
+
+def _run_step(step: Step, namespace: argparse.Namespace) -> int:
+    step.func(**{a.dest: getattr(namespace, a.dest) for a in step.args})
+    return 0
+
+
+def steps_parser(steps: Sequence[Step]) -> Callable[[argparse.ArgumentParser], None]:
+    """``add_parser`` of an experiment whose steps are ``steps``."""
+    names = [s.name for s in steps]
+    if len(set(names)) != len(names):
+        raise ValueError(f"steps declared twice: {names}")
+
+    def add_parser(parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="step", required=True)
+        for step in steps:
+            p = sub.add_parser(step.name, help=step.help)
+            for a in step.args:
+                kwargs = dict(a.kwargs)
+                named = a.flag.lstrip("-").replace("-", "_")
+                if a.dest != named and kwargs.get("action") not in ("store_true", "store_false"):
+                    kwargs.setdefault("metavar", named.upper())  # the help shows the flag's name, not the dest
+                p.add_argument(a.flag, dest=a.dest, **kwargs)
+            p.set_defaults(func=lambda ns, step=step: _run_step(step, ns))
+
+    return add_parser
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,6 @@ whether each experiment's models learned (with the numbers), and the verdict tab
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from algo_emu.cli import Step, arg, steps_parser
 from algo_emu.io import read_json, write_text
 
 # What a reference set keeps: small, text or image, reproducible from the records.
@@ -329,25 +329,21 @@ def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str
 # CLI: python -m algo_emu refset {collect,build}
 # ---------------------------------------------------------------------------------------------------------
 
-def _cmd_collect(args) -> int:
-    files = collect(args.results, args.dir)
-    print(f"collected {len(files)} files into {args.dir}")
-    return 0
+def _collect(results: str, dest: str) -> None:
+    print(f"collected {len(collect(results, dest))} files into {dest}")
 
 
-def _cmd_build(args) -> int:
-    print(build(args.dir, args.config, args.title))
-    return 0
+def _build(ref_dir: str, config_path: str, title: str) -> None:
+    print(build(ref_dir, config_path, title))
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="step", required=True)
-    c = sub.add_parser("collect", help="copy a finished run's small outputs into a reference set")
-    c.add_argument("--results", required=True, help="the run's results/ directory")
-    c.add_argument("--dir", required=True, help="the reference set, e.g. results/reference/reference-scale")
-    c.set_defaults(func=_cmd_collect)
-    b = sub.add_parser("build", help="learning curves and README.md of a collected reference set")
-    b.add_argument("--dir", required=True)
-    b.add_argument("--config", required=True, help="the config file the run used (named in the README)")
-    b.add_argument("--title", default="Reference scale: committed run")
-    b.set_defaults(func=_cmd_build)
+STEPS = [
+    Step("collect", "copy a finished run's small outputs into a reference set", _collect,
+         [arg("--results", required=True, help="the run's results/ directory"),
+          arg("--dir", "dest", required=True, help="the reference set, e.g. results/reference/reference-scale")]),
+    Step("build", "learning curves and README.md of a collected reference set", _build,
+         [arg("--dir", "ref_dir", required=True),
+          arg("--config", "config_path", required=True, help="the config file the run used (named in the README)"),
+          arg("--title", default="Reference scale: committed run")]),
+]
+add_parser = steps_parser(STEPS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -114,3 +114,43 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], source: str) ->
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{source}: missing column(s) {missing}; has {list(frame.columns)}")
+
+
+def summarise_by(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str] | Mapping[str, str],
+                 order: Iterable[Sequence] | None = None, means: Sequence[str] | Mapping[str, str] = (),
+                 missing: list[str] | None = None, ci_seed: int = 0) -> pd.DataFrame:
+    """The one aggregation over seeds every table uses: one row per setting (the values of ``keys``).
+
+    ``metrics``: columns (or column -> prefix) summarised by :func:`summarise` over the setting's seeds,
+    in seed order: ``<prefix>_mean, _std, _ci_low, _ci_high`` and ``n_seeds``. ``means``: columns (or
+    column -> output name, default ``<column>_mean``) averaged over the seeds. ``order``: the settings
+    (tuples of key values) in table order; default every setting present, sorted. A setting of
+    ``order`` without runs is a ValueError naming it, or, when a ``missing`` list is given, is skipped
+    and appended to it. A seed listed twice in one setting is a ValueError.
+    """
+    keys = list(keys)
+    metrics = dict(metrics) if isinstance(metrics, Mapping) else {m: m for m in metrics}
+    means = dict(means) if isinstance(means, Mapping) else {m: f"{m}_mean" for m in means}
+    require_columns(runs, [*keys, "seed", *metrics, *means], "summarise_by")
+    groups = {k if isinstance(k, tuple) else (k,): g for k, g in runs.groupby(keys, sort=True, dropna=False)} \
+        if len(runs) else {}
+    wanted = [tuple(o) for o in order] if order is not None else sorted(groups)
+    rows = []
+    for setting in wanted:
+        sel = groups.get(setting)
+        if sel is None:
+            what = ", ".join(f"{k}={v}" for k, v in zip(keys, setting))
+            if missing is None:
+                raise ValueError(f"no runs for {what}")
+            missing.append(what)
+            continue
+        sel = sel.sort_values("seed")
+        if sel.seed.duplicated().any():
+            raise ValueError("seed listed twice for " + ", ".join(f"{k}={v}" for k, v in zip(keys, setting)))
+        row: dict = dict(zip(keys, setting))
+        for column, prefix in metrics.items():
+            row |= summarise(pd.to_numeric(sel[column], errors="coerce").to_numpy(np.float64), prefix=prefix, ci_seed=ci_seed)
+        for column, name in means.items():
+            row[name] = float(pd.to_numeric(sel[column], errors="coerce").mean())
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -50,10 +50,8 @@ run of its own seed (a test checks this).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -62,17 +60,20 @@ import pandas as pd
 import torch
 
 from algo_emu import ablation as abl
-from algo_emu.cli import json_arg
+from algo_emu import records
+from algo_emu.records import KEY, Get, RunSpec
+from algo_emu import cli
+from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
 from algo_emu.data.ames_fits import ALGORITHMS, MODES, POOL_FAMILIES
-from algo_emu.io import read_json, seed_metrics_path, sha256_file, write_csv, write_json
+from algo_emu.io import read_json, sha256_file, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import numpy_stream, torch_stream
-from algo_emu.runtime import config_hash, environment, resolve_device
-from algo_emu.tables import summarise, write_table
-from algo_emu.train import Member, TrainConfig, train_ensemble
+from algo_emu.tables import summarise_by, write_table
+from algo_emu.runner import Runner, train_config
+from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.ames")
 
@@ -319,16 +320,11 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
     (:func:`algo_emu.ablation.strip_weights` with each seed's :func:`prompt_layout`); its own init
     stream. Both sidecars record the training budget, which the evaluation checks is the same.
     Returns the emulator's sidecar."""
-    from algo_emu.frozen import save_frozen
-
     if mode not in MODES:
         raise AmesConfigError(f"ames mode must be one of {list(MODES)}, got {mode!r}")
     _check_lengths(seeds, prepared_paths, fits_paths)
     p = resolve_train_params(params)
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
+    run_ = Runner("ames", device_spec, threads)
     per_seed, d_ins, inputs, n_features = {}, {}, {}, {}
     for s, pp, fp in zip(seeds, prepared_paths, fits_paths):
         prepared, fitted = _load_seed(pp, fp)
@@ -343,9 +339,9 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
             inputs[s]["algorithm_counts"] = {a: int((draw == k).sum()) for k, a in enumerate(ALGORITHMS)}
     groups = layout(d_ins, p["heads"], p["hidden"])
     run = {k: p[k] for k in RESULT_KEYS} | {"mode": mode}
-    info = _train_role("emulator", p, mode, seeds, groups, per_seed, inputs, run, out, checkpoint_dir, device, t0)
+    info = _train_role("emulator", p, mode, seeds, groups, per_seed, inputs, run, out, checkpoint_dir, run_)
     if out_blind is not None:
-        t1 = time.perf_counter()
+        run_ = run_.restarted()  # the same device; the baseline's own wall clock
         blind_tokens = {}
         for s in seeds:
             lay = prompt_layout(n_features[s], mode, f"ames seed {s}")
@@ -354,7 +350,7 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
         bgroups = [{"hidden": g["hidden"], "d_in": max(blind_tokens[s][0].shape[1] for s, _ in g["members"]),
                     "members": [[s, int(blind_tokens[s][0].shape[1])] for s, _ in g["members"]]} for g in groups]
         _train_role("blind", p, mode, seeds, bgroups, blind_tokens, inputs, run | {"role": "blind"}, out_blind,
-                    checkpoint_dir, device, t1)
+                    checkpoint_dir, run_)
     return info
 
 
@@ -364,11 +360,11 @@ def _budget(p: Mapping[str, Any], hidden: int, n_train: int) -> dict:
 
 def _train_role(role: str, p: Mapping[str, Any], mode: str, seeds: Sequence[int], groups: list[dict],
                 per_seed: Mapping[int, tuple], inputs: Mapping[int, dict], run: dict, out: str | Path,
-                checkpoint_dir: str | Path | None, device: torch.device, t0: float) -> dict:
+                checkpoint_dir: str | Path | None, runner: Runner) -> dict:
     from algo_emu.frozen import save_frozen
 
-    cfg = TrainConfig(epochs=p["epochs"], batch_size=p["batch_size"], lr=p["lr"],
-                      checkpoint_every=p["checkpoint_every"], compile=p["compile"])
+    device = runner.device
+    cfg = train_config("ames", p)
     models, history, seconds, budgets = [], {}, {}, {}
     prefix = "" if role == "emulator" else "blind_"
     for g in groups:
@@ -376,11 +372,10 @@ def _train_role(role: str, p: Mapping[str, Any], mode: str, seeds: Sequence[int]
         task = AmesTask([per_seed[s][0] for s in gseeds], [per_seed[s][1] for s in gseeds], gseeds, mode, g["d_in"],
                         device)
         model = build_group(g, p["heads"], p["total_tokens"], p["attention"], mode=mode, role=role).to(device)
-        fingerprint = config_hash(run | {"group": g, "inputs": {s: inputs[s] for s in gseeds}})
         ckpt = Path(checkpoint_dir) / f"{prefix}h{g['hidden']}.pt" if checkpoint_dir else None
         log.info("%s %s: group h=%d, d_in=%d, seeds %s (%d training prompts each) on %s", mode, role, g["hidden"],
                  g["d_in"], gseeds, task.n_train, device)
-        res = train_ensemble(model, task, cfg, checkpoint=ckpt, fingerprint=fingerprint)
+        res = runner.train(model, task, cfg, run, ckpt, fingerprint_extra={"group": g, "inputs": {s: inputs[s] for s in gseeds}})
         models.append(model.to("cpu"))
         budgets[str(g["hidden"])] = _budget(p, g["hidden"], task.n_train)
         for e, s in enumerate(gseeds):
@@ -391,10 +386,10 @@ def _train_role(role: str, p: Mapping[str, Any], mode: str, seeds: Sequence[int]
     meta = {"experiment": "ames", "mode": mode, "role": role, "heads": p["heads"], "total_tokens": p["total_tokens"],
             "attention": models[0].resolved_attention(next(models[0].parameters()).device), "groups": groups,
             "seeds": [int(s) for s in seeds]}
-    extra = {"params": run, "config_hash": config_hash(run), "inputs": {str(s): v for s, v in inputs.items()},
+    extra = {**runner.provenance(run), "inputs": {str(s): v for s, v in inputs.items()},
              "budget": budgets, "history": {str(s): v for s, v in history.items()},
-             "timing": {"wall_seconds_job": time.perf_counter() - t0, "groups": seconds},
-             "environment": environment(device)}
+             "timing": {"wall_seconds_job": runner.seconds(), "groups": seconds},
+             "environment": runner.environment()}
     return save_frozen(out, torch.nn.ModuleList(models), meta, extra)
 
 
@@ -498,10 +493,8 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
     Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, set and prompt).
     """
     _check_lengths(seeds, prepared_paths, fits_paths)
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
+    run = Runner("ames", device_spec, threads)
+    device = run.device
     emu_file = _load_checked(emulator, "emulator", mode, device)
     info = emu_file.info
     meta = info["meta"]
@@ -558,8 +551,7 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
                 outputs[name][abl.BLIND] = _forward(bmodel, binfo["meta"], stripped, device)
     record = emu_file.proof()
     brecord = blind_file.proof() if blind_file is not None else None
-    env = environment(device)
-    wall = time.perf_counter() - t0
+    env, wall = run.environment(), run.seconds()
     out, pred_rows = {}, []
     for s, pp, fp in zip(seeds, prepared_paths, fits_paths):
         prepared, fitted = loaded[s]
@@ -614,8 +606,8 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
             "timing": {"train": info["timing"], "wall_seconds_evaluate": wall},
             "environment": env,
         }
-        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
+    run.write_records(out_dir, out)
     write_csv(predictions_csv, pd.concat(pred_rows, ignore_index=True))
     return out
 
@@ -623,29 +615,38 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
 # --------------------------------------------------------------------------- tables
 
 
+def _has_prompt_sets(record: Mapping, source: str) -> None:
+    if "prompt_sets" not in record:
+        raise ValueError(f"{source}: metrics without prompt_sets (written before issue 10): rerun `ames evaluate`")
+
+
+#: What an ames record holds, as rows: one per (mode, prompt set, seed).
+RUNS = RunSpec(
+    experiment="ames", rows="prompt_sets", check=_has_prompt_sets,
+    columns={
+        "mode": "mode", "algorithm": KEY, "seed": "seed", "emulation_mse": "@.emulation_mse",
+        "prediction_mse": "@.prediction_mse", "algorithm_mse": Get("@.algorithm_mse", None),
+        "algorithm_sklearn_mse": Get("@.algorithm_sklearn_mse", None),
+        "train_emulation_mse": Get("@.train_emulation_mse", None), "target_mse": "@.target_mse",
+        "blind_mse": Get("@.blind_mse", None), "mse_over_blind": Get("@.mse_over_blind", None),
+        "spread_mse": "@.spread_mse", "target_var": "@.target_var", "n_prompts": "@.n_prompts",
+        "alpha": Get("@.alpha", None), "n_nonzero_coef": Get("@.n_nonzero_coef", None), "n_features": "n_features",
+        "all_coef_zero": Get("@.all_coef_zero", None), "hidden": "hidden", "epochs": "params.epochs",
+        "bit_identical": lambda m, key, r: m["frozen"]["bit_identical"] and (m.get("blind_frozen") or {}).get(
+            "bit_identical", True),
+        "device": "environment.device", "config_hash": "config_hash",
+        "data_provenance": lambda m, key, r: data_provenance([m]),
+    },
+    setting=("mode", "algorithm"),
+    metrics=("emulation_mse", "prediction_mse", "algorithm_mse", "algorithm_sklearn_mse", "train_emulation_mse",
+             "target_mse", "blind_mse", "mse_over_blind", "spread_mse", "target_var"),
+)
+assert list(RUNS.columns) == RUN_COLUMNS
+
+
 def load_runs(paths: Sequence[str]) -> pd.DataFrame:
-    rows = []
-    for path in paths:
-        m = read_json(path)
-        if "prompt_sets" not in m:
-            raise ValueError(f"{path}: metrics without prompt_sets (written before issue 10): rerun `ames evaluate`")
-        for name, r in m["prompt_sets"].items():
-            rows.append({
-                "mode": m["mode"], "algorithm": name, "seed": m["seed"], "emulation_mse": r["emulation_mse"],
-                "prediction_mse": r["prediction_mse"], "algorithm_mse": r.get("algorithm_mse"),
-                "algorithm_sklearn_mse": r.get("algorithm_sklearn_mse"),
-                "train_emulation_mse": r.get("train_emulation_mse"), "target_mse": r["target_mse"],
-                "blind_mse": r.get("blind_mse"), "mse_over_blind": r.get("mse_over_blind"),
-                "spread_mse": r["spread_mse"], "target_var": r["target_var"], "n_prompts": r["n_prompts"],
-                "alpha": r.get("alpha"), "n_nonzero_coef": r.get("n_nonzero_coef"), "n_features": m["n_features"],
-                "all_coef_zero": r.get("all_coef_zero"), "hidden": m["hidden"], "epochs": m["params"]["epochs"],
-                "bit_identical": m["frozen"]["bit_identical"] and (m.get("blind_frozen") or {}).get("bit_identical", True),
-                "device": m["environment"]["device"],
-                "config_hash": m["config_hash"], "data_provenance": data_provenance([m]),
-            })
-    if not rows:
-        raise ValueError("no metrics files given")
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+    """One row per (mode, prompt set, seed) from metrics.json files (:data:`RUNS`)."""
+    return records.load_runs(paths, RUNS)
 
 
 def ablation_runs(paths: Sequence[str]) -> pd.DataFrame:
@@ -667,35 +668,31 @@ def ablation_summary(paths: Sequence[str], modes: Sequence[str]) -> pd.DataFrame
 
 
 def ames_table(runs: pd.DataFrame, modes: Sequence[str], ablations: pd.DataFrame | None = None) -> pd.DataFrame:
+    order = [(mode, algo) for mode in modes for algo in prompt_sets(mode)]
+    flags = runs.assign(_blind_all=pd.to_numeric(runs.blind_mse, errors="coerce").notna(),
+                        _coef_zero=runs.all_coef_zero.astype(bool))
+    summary = summarise_by(flags, ["mode", "algorithm"], ["emulation_mse", "prediction_mse", "algorithm_mse"], order,
+                           means=["spread_mse", "target_var", "blind_mse", "target_mse", "alpha", "n_nonzero_coef",
+                                  "n_features", "_blind_all", "_coef_zero"])
     rows = []
-    for mode in modes:
-        for algo in prompt_sets(mode):
-            sel = runs[(runs["mode"] == mode) & (runs.algorithm == algo)].sort_values("seed")
-            if sel.empty:
-                raise ValueError(f"no runs for mode={mode}, algorithm={algo}")
-            emu = summarise(sel.emulation_mse.to_numpy(), prefix="emulation_mse")
-            pred = summarise(sel.prediction_mse.to_numpy(), prefix="prediction_mse")
-            held = algo not in ALGORITHMS
-            alg = summarise(pd.to_numeric(sel.algorithm_mse).to_numpy(np.float64), prefix="algorithm_mse")
-            alphas = pd.to_numeric(sel.alpha, errors="coerce")
-            blind = pd.to_numeric(sel.blind_mse, errors="coerce")
-            rows.append({
-                "mode": mode, "algorithm": algo, **emu,
-                "prediction_mse_mean": float("nan") if held else pred["prediction_mse_mean"],
-                "prediction_mse_std": float("nan") if held else pred["prediction_mse_std"],
-                "algorithm_mse_mean": float("nan") if held else alg["algorithm_mse_mean"],
-                "algorithm_mse_std": float("nan") if held else alg["algorithm_mse_std"],
-                "n_seeds": emu["n_seeds"],
-                "spread_mse_mean": float(sel.spread_mse.mean()), "target_var_mean": float(sel.target_var.mean()),
-                "blind_mse_mean": float(blind.mean()),
-                "mse_over_blind": float(sel.target_mse.mean() / blind.mean()) if blind.notna().all() else float("nan"),
-                "alpha_mean": float(alphas.mean()) if alphas.notna().any() else float("nan"),
-                "n_nonzero_coef_mean": float(pd.to_numeric(sel.n_nonzero_coef).mean()) if not held else float("nan"),
-                "n_features_mean": float(sel.n_features.mean()),
-                "all_coef_zero": bool(sel.all_coef_zero.astype(bool).all()) if not held else False,
-                "intercept_in_prompt": mode == "corrected",
-                "target": "encoded prediction" if mode == "corrected" else "log price",
-            })
+    for r in summary.to_dict("records"):
+        held = r["algorithm"] not in ALGORITHMS
+        nan = float("nan")
+        rows.append({
+            "mode": r["mode"], "algorithm": r["algorithm"],
+            **{k: r[k] for k in ("emulation_mse_mean", "emulation_mse_std", "emulation_mse_ci_low", "emulation_mse_ci_high")},
+            **{k: nan if held else r[k] for k in ("prediction_mse_mean", "prediction_mse_std", "algorithm_mse_mean",
+                                                   "algorithm_mse_std")},
+            "n_seeds": r["n_seeds"], "spread_mse_mean": r["spread_mse_mean"], "target_var_mean": r["target_var_mean"],
+            "blind_mse_mean": r["blind_mse_mean"],
+            "mse_over_blind": float(r["target_mse_mean"] / r["blind_mse_mean"]) if r["_blind_all_mean"] == 1.0 else nan,
+            "alpha_mean": r["alpha_mean"],
+            "n_nonzero_coef_mean": nan if held else r["n_nonzero_coef_mean"],
+            "n_features_mean": r["n_features_mean"],
+            "all_coef_zero": False if held else bool(r["_coef_zero_mean"] == 1.0),
+            "intercept_in_prompt": r["mode"] == "corrected",
+            "target": "encoded prediction" if r["mode"] == "corrected" else "log price",
+        })
     table = pd.DataFrame(rows, columns=AMES_COLUMNS)
     if ablations is not None:  # the shared mechanism's ratio; equal to the one above (a test checks it)
         tmp = table.assign(_t=[float(runs[(runs["mode"] == r["mode"]) & (runs.algorithm == r["algorithm"])]
@@ -827,119 +824,53 @@ def aggregate(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str
 # --------------------------------------------------------------------------- command line
 
 
-def _params(args) -> dict:
-    if not isinstance(args.params, dict):
-        raise SystemExit(f"--params must be a JSON object (the ames config section), got {args.params!r}")
-    return args.params
-
-
-def cmd_download(args: argparse.Namespace) -> int:
-    data.download(_params(args), args.out_csv, args.out_provenance)
-    return 0
-
-
-def cmd_prepare(args: argparse.Namespace) -> int:
-    data.prepare(_params(args), args.csv, args.provenance, args.seed, args.out, args.out_meta)
-    return 0
-
-
-def cmd_fit(args: argparse.Namespace) -> int:
-    fits.fit_seed(_params(args), args.mode, args.seed, args.prepared, args.out, args.out_json)
-    return 0
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    train_mode(_params(args), args.mode, args.seeds, args.prepared, args.fits, args.out, args.checkpoint_dir,
-               args.device, args.threads, args.out_blind)
-    return 0
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    evaluate_mode(args.mode, args.seeds, args.prepared, args.fits, args.emulator, args.out_dir, args.predictions,
-                  args.device, args.threads, args.blind)
-    return 0
-
-
-def cmd_aggregate(args: argparse.Namespace) -> int:
-    aggregate(args.modes, args.metrics, args.table, args.runs, args.ablation_table)
-    return 0
-
-
-def cmd_figure(args: argparse.Namespace) -> int:
+def figure(table: str, runs_csv: str, predictions: Sequence[str], out: str, ablation_table: str | None = None,
+           ablation_out: str | None = None) -> None:
     from algo_emu.plots import ames as pa
 
-    pa.ames_figure(args.table, args.runs, args.predictions, args.out)
-    if args.ablation_table:
-        pa.ablation_figure(args.ablation_table, args.table, args.ablation_out)
-    return 0
+    pa.ames_figure(table, runs_csv, predictions, out)
+    if ablation_table:
+        pa.ablation_figure(ablation_table, table, ablation_out)
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    steps = parser.add_subparsers(dest="step", required=True)
-
-    d = steps.add_parser("download", help="write the raw CSV (Kaggle column names) and its provenance JSON")
-    d.add_argument("--params", type=json_arg, default={}, help="the ames config section as JSON")
-    d.add_argument("--out-csv", required=True, help="raw CSV to write (e.g. data/raw/ames.csv)")
-    d.add_argument("--out-provenance", required=True, help="provenance JSON to write")
-    d.set_defaults(func=cmd_download)
-
-    p = steps.add_parser("prepare", help="split one seed, fit the preprocessing on its training rows, write arrays")
-    p.add_argument("--params", type=json_arg, default={}, help="the ames config section as JSON")
-    p.add_argument("--csv", required=True, help="raw CSV written by the download step")
-    p.add_argument("--provenance", required=True, help="its provenance JSON (sha256 and column types are checked)")
-    p.add_argument("--seed", type=int, required=True, help="seed of the split stream ('ames', 'split')")
-    p.add_argument("--out", required=True, help="prepared.npz to write")
-    p.add_argument("--out-meta", required=True, help="JSON sidecar to write")
-    p.set_defaults(func=cmd_prepare)
-
-    f = steps.add_parser("fit", help="fit LinearRegression, Ridge, Lasso for one seed in one mode")
-    f.add_argument("--params", type=json_arg, default={}, help="the ames config section as JSON")
-    f.add_argument("--mode", choices=MODES, required=True)
-    f.add_argument("--seed", type=int, required=True, help="seed (CV folds stream ('ames', 'cv'))")
-    f.add_argument("--prepared", required=True, help="prepared.npz of this seed")
-    f.add_argument("--out", required=True, help="fits.npz to write")
-    f.add_argument("--out-json", required=True, help="JSON summary to write")
-    f.set_defaults(func=cmd_fit)
-
-    t = steps.add_parser("train", help="train every seed's emulator of one mode on mixed prompts; save them frozen")
-    t.add_argument("--params", type=json_arg, default={}, help="the ames config section as JSON")
-    t.add_argument("--mode", choices=MODES, required=True)
-    t.add_argument("--seeds", type=int, nargs="+", required=True)
-    t.add_argument("--prepared", nargs="+", required=True, help="prepared.npz per seed (same order)")
-    t.add_argument("--fits", nargs="+", required=True, help="fits.npz per seed (same order)")
-    t.add_argument("--out", required=True, help="frozen emulator file to write (+ .json sidecar)")
-    t.add_argument("--out-blind", help="also train the weight-blind baseline (same budget); frozen file to write")
-    t.add_argument("--checkpoint-dir", help="resumable checkpoints (one per hidden-width group and role)")
-    t.add_argument("--device", default="auto")
-    t.add_argument("--threads", type=int)
-    t.set_defaults(func=cmd_train)
-
-    e = steps.add_parser("evaluate", help="evaluate the frozen emulators (read-only) per seed and algorithm")
-    e.add_argument("--mode", choices=MODES, required=True)
-    e.add_argument("--seeds", type=int, nargs="+", required=True)
-    e.add_argument("--prepared", nargs="+", required=True)
-    e.add_argument("--fits", nargs="+", required=True)
-    e.add_argument("--emulator", required=True, help="frozen emulator file written by the train step")
-    e.add_argument("--blind", help="frozen weight-blind baseline written by `train --out-blind`")
-    e.add_argument("--out-dir", required=True, help="writes <out-dir>/seed<k>/metrics.json")
-    e.add_argument("--predictions", required=True, help="CSV of every test-row prediction")
-    e.add_argument("--device", default="auto")
-    e.add_argument("--threads", type=int)
-    e.set_defaults(func=cmd_evaluate)
-
-    a = steps.add_parser("aggregate", help="results/tables/ames.{csv,md,tex} and the per-seed runs CSV")
-    a.add_argument("--modes", nargs="+", choices=MODES, required=True, help="row order of the table")
-    a.add_argument("--metrics", nargs="+", required=True)
-    a.add_argument("--table", required=True)
-    a.add_argument("--runs", required=True)
-    a.add_argument("--ablation-table", help="ablation table CSV to write (+ .md, .tex); needs the baselines")
-    a.set_defaults(func=cmd_aggregate)
-
-    g = steps.add_parser("figure", help="emulated vs algorithm scatter and error bars per algorithm")
-    g.add_argument("--table", required=True)
-    g.add_argument("--runs", required=True)
-    g.add_argument("--predictions", nargs="+", required=True)
-    g.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
-    g.add_argument("--ablation-table", help="ablation table CSV: also draw the ablation figure")
-    g.add_argument("--ablation-out", help="output stem of the ablation figure")
-    g.set_defaults(func=cmd_figure)
+PARAMS = cli.PARAMS.to("params", required=False, default={}, help="the ames config section as JSON")
+MODE = arg("--mode", choices=MODES, required=True)
+PER_SEED = [arg("--prepared", "prepared_paths", nargs="+", required=True, help="prepared.npz per seed (same order)"),
+            arg("--fits", "fits_paths", nargs="+", required=True, help="fits.npz per seed (same order)")]
+STEPS = [
+    Step("download", "write the raw CSV (Kaggle column names) and its provenance JSON", data.download,
+         [PARAMS, arg("--out-csv", required=True, help="raw CSV to write (e.g. data/raw/ames.csv)"),
+          arg("--out-provenance", required=True, help="provenance JSON to write")]),
+    Step("prepare", "split one seed, fit the preprocessing on its training rows, write arrays", data.prepare,
+         [PARAMS, arg("--csv", "csv_path", required=True, help="raw CSV written by the download step"),
+          arg("--provenance", "provenance_path", required=True,
+              help="its provenance JSON (sha256 and column types are checked)"),
+          cli.SEED.to("seed", help="seed of the split stream ('ames', 'split')"),
+          arg("--out", "out_npz", required=True, help="prepared.npz to write"),
+          arg("--out-meta", required=True, help="JSON sidecar to write")]),
+    Step("fit", "fit LinearRegression, Ridge, Lasso for one seed in one mode", fits.fit_seed,
+         [PARAMS, MODE, cli.SEED.to("seed", help="seed (CV folds stream ('ames', 'cv'))"),
+          arg("--prepared", "prepared_npz", required=True, help="prepared.npz of this seed"),
+          arg("--out", "out_npz", required=True, help="fits.npz to write"),
+          arg("--out-json", required=True, help="JSON summary to write")]),
+    Step("train", "train every seed's emulator of one mode on mixed prompts; save them frozen", train_mode,
+         [PARAMS, MODE, cli.SEEDS, *PER_SEED,
+          arg("--out", required=True, help="frozen emulator file to write (+ .json sidecar)"),
+          arg("--out-blind", help="also train the weight-blind baseline (same budget); frozen file to write"),
+          arg("--checkpoint-dir", help="resumable checkpoints (one per hidden-width group and role)"), *cli.RUNTIME]),
+    Step("evaluate", "evaluate the frozen emulators (read-only) per seed and algorithm", evaluate_mode,
+         [MODE, cli.SEEDS, *PER_SEED,
+          arg("--emulator", required=True, help="frozen emulator file written by the train step"),
+          arg("--blind", help="frozen weight-blind baseline written by `train --out-blind`"), cli.OUT_DIR,
+          arg("--predictions", "predictions_csv", required=True, help="CSV of every test-row prediction"),
+          *cli.RUNTIME]),
+    Step("aggregate", "results/tables/ames.{csv,md,tex} and the per-seed runs CSV", aggregate,
+         [arg("--modes", nargs="+", choices=MODES, required=True, help="row order of the table"),
+          cli.METRICS.to("metrics_paths"), cli.TABLE.to("table_csv"), cli.RUNS,
+          arg("--ablation-table", "ablation_csv", help="ablation table CSV to write (+ .md, .tex); needs the baselines")]),
+    Step("figure", "emulated vs algorithm scatter and error bars per algorithm", figure,
+         [cli.TABLE, cli.RUNS, arg("--predictions", nargs="+", required=True), cli.FIGURE,
+          arg("--ablation-table", help="ablation table CSV: also draw the ablation figure"),
+          arg("--ablation-out", help="output stem of the ablation figure")]),
+]
+add_parser = cli.steps_parser(STEPS)

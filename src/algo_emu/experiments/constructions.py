@@ -18,14 +18,14 @@ written as .md and .tex beside the CSV (algo_emu.tables.write_table).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 
 import pandas as pd
 import torch
 
-from algo_emu.cli import json_arg
+from algo_emu import cli
+from algo_emu.cli import Step, arg
 from algo_emu.io import write_csv, write_json
 from algo_emu.tables import write_table
 
@@ -50,112 +50,77 @@ CAPTIONS = {
 }
 
 
-def _params(args) -> dict:
-    if not isinstance(args.params, dict):
-        raise SystemExit(f"--params must be a JSON object (the constructions config section), got {args.params!r}")
-    return args.params
-
-
-def _setup(args) -> None:
-    if getattr(args, "threads", None):
-        torch.set_num_threads(int(args.threads))
-
-
-def _meta(args, step: str, started: float, extra: dict | None = None) -> None:
-    if not getattr(args, "out_meta", None):
-        return
+def _construct(kind: str, step: str, compute, params: dict, seeds: list[int], out_csv: str, out_per_seed: str | None,
+               out_meta: str | None, threads: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run one construction step (no training): threads, the computation, its table, per-seed rows and
+    provenance sidecar."""
     from algo_emu.runtime import config_hash, environment
 
-    meta = {
-        "experiment": "constructions", "step": step, "seeds": list(args.seeds), "params": _params(args),
-        "config_hash": config_hash(_params(args)), "wall_s": time.time() - started,
-        "environment": environment(torch.device("cpu")),
-    }
-    meta.update(extra or {})
-    write_json(args.out_meta, meta)
+    if threads:
+        torch.set_num_threads(int(threads))
+    t0 = time.time()
+    per_seed, table = compute(params, seeds)
+    if out_per_seed:
+        write_csv(out_per_seed, per_seed)
+    write_table(table, out_csv, CAPTIONS[kind], label=f"tab:construction_{kind}")
+    if out_meta:
+        meta = {"experiment": "constructions", "step": step, "seeds": list(seeds), "params": params,
+                "config_hash": config_hash(params), "wall_s": time.time() - t0,
+                "environment": environment(torch.device("cpu"))}
+        if "module_sha256" in per_seed:
+            meta["module_sha256"] = per_seed["module_sha256"].iloc[0]
+        write_json(out_meta, meta)
+    log.info("%s: %d rows x %d seeds in %.1f s", step, len(table), len(seeds), time.time() - t0)
+    return per_seed, table
 
 
-def _write(per_seed: pd.DataFrame, table: pd.DataFrame, args, kind: str) -> None:
-    if args.out_per_seed:
-        write_csv(args.out_per_seed, per_seed)
-    write_table(table, args.out_csv, CAPTIONS[kind], label=f"tab:construction_{kind}")
-
-
-def cmd_study(args: argparse.Namespace) -> int:
+def study(study: str, params: dict, seeds: list[int], out_csv: str, out_per_seed: str | None = None,
+          out_meta: str | None = None, threads: int | None = None) -> None:
     from algo_emu.constructions import studies
 
-    _setup(args)
-    t0 = time.time()
-    per_seed = studies.run_study(args.study, _params(args), args.seeds)
-    table = studies.summarise_study(per_seed)
-    _write(per_seed, table, args, args.study)
-    log.info("study %s: %d settings x %d seeds in %.1f s; smallest mean MSE %.3g", args.study, len(table),
-             len(args.seeds), time.time() - t0, table["mse_mean"].min())
-    _meta(args, f"study_{args.study}", t0)
-    return 0
+    def compute(p, s):
+        per_seed = studies.run_study(study, p, s)
+        return per_seed, studies.summarise_study(per_seed)
+
+    _construct(study, f"study_{study}", compute, params, seeds, out_csv, out_per_seed, out_meta, threads)
 
 
-def cmd_library(args: argparse.Namespace) -> int:
+def library(params: dict, seeds: list[int], out_csv: str, out_per_seed: str | None = None, out_meta: str | None = None,
+            threads: int | None = None) -> None:
     from algo_emu.constructions import studies
 
-    _setup(args)
-    t0 = time.time()
-    per_seed, table = studies.run_library(_params(args), args.seeds)
-    _write(per_seed, table, args, "library")
-    log.info("library: %d algorithms through one module (sha256 %s) in %.1f s", len(table),
-             per_seed["module_sha256"].iloc[0][:16], time.time() - t0)
-    _meta(args, "library", t0, {"module_sha256": per_seed["module_sha256"].iloc[0]})
-    return 0
+    _construct("library", "library", studies.run_library, params, seeds, out_csv, out_per_seed, out_meta, threads)
 
 
-def cmd_multistep(args: argparse.Namespace) -> int:
+def multistep(params: dict, seeds: list[int], out_csv: str, out_per_seed: str | None = None, out_meta: str | None = None,
+              threads: int | None = None) -> None:
     from algo_emu.constructions import studies
 
-    _setup(args)
-    t0 = time.time()
-    per_seed, table = studies.run_multistep(_params(args), args.seeds)
-    _write(per_seed, table, args, "multistep")
-    log.info("multistep: %d rows in %.1f s", len(table), time.time() - t0)
-    _meta(args, "multistep", t0)
-    return 0
+    _construct("multistep", "multistep", studies.run_multistep, params, seeds, out_csv, out_per_seed, out_meta, threads)
 
 
-def cmd_figure(args: argparse.Namespace) -> int:
+def figure(kind: str, table: str, out_stem: str, params: dict | None = None) -> None:
     from algo_emu.plots import constructions as plots
 
-    table = pd.read_csv(args.table)
-    plots.plot(args.kind, table, args.out_stem)
-    return 0
+    plots.plot(kind, pd.read_csv(table), out_stem)
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    steps = parser.add_subparsers(dest="step", required=True)
-
-    def common(p, kind_help: str):
-        p.add_argument("--params", type=json_arg, default={}, help="the constructions config section as JSON")
-        p.add_argument("--seeds", type=int, nargs="+", required=True, help="seeds (random instances per seed)")
-        p.add_argument("--out-csv", required=True, help=f"table to write ({kind_help}); .md and .tex beside it")
-        p.add_argument("--out-per-seed", default=None, help="per-seed rows (CSV) to write")
-        p.add_argument("--out-meta", default=None, help="provenance JSON to write (environment, config hash, time)")
-        p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-
-    s = steps.add_parser("study", help="one error study of the emulated attention head (beta, p, n or d)")
-    s.add_argument("--study", required=True, choices=["beta", "p", "n", "d"], help="the knob to sweep")
-    common(s, "results/tables/construction_<study>.csv")
-    s.set_defaults(func=cmd_study)
-
-    lib = steps.add_parser("library", help="every algorithm of the library through ONE frozen module")
-    common(lib, "results/tables/construction_library.csv")
-    lib.set_defaults(func=cmd_library)
-
-    ms = steps.add_parser("multistep", help="stacked GD modules: error after t steps vs t * eps")
-    common(ms, "results/tables/construction_multistep.csv")
-    ms.set_defaults(func=cmd_multistep)
-
-    f = steps.add_parser("figure", help="draw one figure from its table")
-    f.add_argument("--kind", required=True, choices=["beta", "p", "n", "d", "library", "multistep"])
-    f.add_argument("--params", type=json_arg, default={},
-                   help="the constructions config section (unused; figures read only the table)")
-    f.add_argument("--table", required=True, help="the table CSV written by the study/library/multistep step")
-    f.add_argument("--out-stem", required=True, help="figure path without suffix (.pdf and .png are written)")
-    f.set_defaults(func=cmd_figure)
+PARAMS = cli.PARAMS.to("params", required=False, default={}, help="the constructions config section as JSON")
+COMMON = [PARAMS, cli.SEEDS.to("seeds", help="seeds (random instances per seed)"),
+          arg("--out-csv", required=True, help="table to write (results/tables/construction_<kind>.csv); .md and .tex "
+                                                "beside it"),
+          arg("--out-per-seed", default=None, help="per-seed rows (CSV) to write"),
+          arg("--out-meta", default=None, help="provenance JSON to write (environment, config hash, time)"),
+          cli.THREADS]
+STEPS = [
+    Step("study", "one error study of the emulated attention head (beta, p, n or d)", study,
+         [arg("--study", required=True, choices=["beta", "p", "n", "d"], help="the knob to sweep"), *COMMON]),
+    Step("library", "every algorithm of the library through ONE frozen module", library, COMMON),
+    Step("multistep", "stacked GD modules: error after t steps vs t * eps", multistep, COMMON),
+    Step("figure", "draw one figure from its table", figure,
+         [arg("--kind", required=True, choices=["beta", "p", "n", "d", "library", "multistep"]),
+          PARAMS.to("params", help="the constructions config section (unused; figures read only the table)"),
+          arg("--table", required=True, help="the table CSV written by the study/library/multistep step"),
+          arg("--out-stem", required=True, help="figure path without suffix (.pdf and .png are written)")]),
+]
+add_parser = cli.steps_parser(STEPS)

@@ -16,14 +16,15 @@ Steps (the rules in workflow/rules/essay.smk call these; ``--params`` is the res
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 
 import pandas as pd
 import torch
 
-from algo_emu.cli import json_arg
+from algo_emu import cli
+from algo_emu.cli import Step, arg
+from algo_emu.runner import Runner
 from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
 from algo_emu.io import read_json, save_torch, write_json
@@ -35,154 +36,113 @@ log = logging.getLogger("algo_emu.essay")
 check_section = check_essay  # the check lives in the torch-free config layer (algo_emu.config.check_essay)
 
 
-def _params(args) -> dict:
-    if not isinstance(args.params, dict) or "k_max" not in args.params:
+def _check(params: dict) -> dict:
+    if "k_max" not in params:
         raise SystemExit("--params must be the resolved essay config section as a JSON object (with k_max, d, ...)")
-    return args.params
+    return params
 
 
-def _threads(args) -> None:
-    torch.set_num_threads(int(args.threads or 1))
-
-
-def cmd_equivalences(args) -> int:
+def equivalences(params: dict, seeds: list[int], out_csv: str, threads: int = 1) -> None:
     from algo_emu.essay.evaluate import construction_rows
 
-    _threads(args)
+    torch.set_num_threads(int(threads or 1))
     t0 = time.time()
-    rows = pd.DataFrame(construction_rows(_params(args), args.seeds))
+    rows = pd.DataFrame(construction_rows(_check(params), seeds))
     table = (rows.groupby(["check", "param", "value", "measure"], sort=False).result
              .agg(result_max="max", result_mean="mean").reset_index())
-    table["n_seeds"] = len(args.seeds)
-    write_table(table, args.out_csv, "E6: hand-built attention vs in-context least squares in float64 (no training). "
+    table["n_seeds"] = len(seeds)
+    write_table(table, out_csv, "E6: hand-built attention vs in-context least squares in float64 (no training). "
                 "max_abs_err: prediction error against the exact algorithm; rel_rms_dev: softmax vs linear layer; "
                 "rms_shift: prediction shift caused by one outlier example.", label="tab:essay_equivalences")
     log.info("equivalences: %d rows in %.1f s; worst exact error %.3g", len(rows), time.time() - t0,
              rows[rows.measure == "max_abs_err"].query("check != 'ridge_lsa_vs_posterior_mean'").result.max())
-    return 0
 
 
-def cmd_train(args) -> int:
+def train(params: dict, variant: str, seed: int, out_model: str, out_metrics: str, init: str | None = None,
+          device_spec: str = "auto", threads: int = 1) -> None:
     from algo_emu.essay.train import train_variant
-    from algo_emu.runtime import config_hash, environment, resolve_device
 
-    _threads(args)
-    params = _params(args)
-    device = resolve_device(args.device)
-    init = torch.load(args.init, map_location="cpu", weights_only=False) if args.init else None
-    ckpt, metrics = train_variant(params, args.variant, args.seed, device, init)
-    metrics.update({"params": params, "config_hash": config_hash(params), "environment": environment(device)})
-    save_torch(args.out_model, ckpt)
-    write_json(args.out_metrics, metrics)
-    return 0
+    run = Runner("essay", device_spec, int(threads or 1))
+    start = torch.load(init, map_location="cpu", weights_only=False) if init else None
+    ckpt, metrics = train_variant(_check(params), variant, seed, run.device, start)
+    metrics.update({**run.provenance(params), "environment": run.environment()})
+    save_torch(out_model, ckpt)
+    write_json(out_metrics, metrics)
 
 
-def cmd_evaluate(args) -> int:
+def evaluate(params: dict, seed: int, models: list[str], out_raw: str, out_metrics: str, device_spec: str = "auto",
+             threads: int = 1) -> None:
     from algo_emu.essay.evaluate import evaluate_seed
     from algo_emu.essay.train import TrainedICL
-    from algo_emu.runtime import config_hash, environment, resolve_device
 
-    _threads(args)
-    params = _params(args)
-    device = resolve_device(args.device)
-    models = {}
-    for item in args.models:
+    run = Runner("essay", device_spec, int(threads or 1))
+    params = _check(params)
+    loaded = {}
+    for item in models:
         name, _, path = item.partition("=")
         if not path:
             raise SystemExit(f"--models entries are <variant>=<path>, got {item!r}")
-        models[name] = TrainedICL.from_checkpoint(torch.load(path, map_location="cpu", weights_only=False), device)
-    if "gaussian" not in models:
+        loaded[name] = TrainedICL.from_checkpoint(torch.load(path, map_location="cpu", weights_only=False), run.device)
+    if "gaussian" not in loaded:
         raise SystemExit("--models must include gaussian=<path> (the main model)")
     t0 = time.time()
-    summary, raw = evaluate_seed(models, params, args.seed)
-    summary.update({"eval_wall_s": time.time() - t0, "params": params, "config_hash": config_hash(params),
-                    "environment": environment(device), "variants": sorted(models)})
-    save_torch(args.out_raw, raw)
-    write_json(args.out_metrics, summary)
-    log.info("evaluate seed %d: %d arrays in %.1f s", args.seed, len(raw), time.time() - t0)
-    return 0
+    summary, raw = evaluate_seed(loaded, params, seed)
+    summary.update({"eval_wall_s": time.time() - t0, **run.provenance(params), "environment": run.environment(),
+                    "variants": sorted(loaded)})
+    save_torch(out_raw, raw)
+    write_json(out_metrics, summary)
+    log.info("evaluate seed %d: %d arrays in %.1f s", seed, len(raw), time.time() - t0)
 
 
-def cmd_claims(args) -> int:
+def claims(params: dict, raw: list[str], summaries: list[str], train_metrics: list[str], equivalences: str,
+           out_claims: str, out_curves: str, out_details: str, threads: int = 1) -> None:
     from algo_emu.essay.claims import build
 
-    params = _params(args)
-    raws = [torch.load(p, map_location="cpu", weights_only=False) for p in args.raw]
-    summaries = [read_json(p) for p in args.summaries]
-    train_metrics = [read_json(p) for p in args.train_metrics]
-    equiv_rows = pd.read_csv(args.equivalences)
-    equiv = equiv_rows.rename(columns={"result_max": "result"})
-    claims, curves, details = build(raws, summaries, train_metrics, equiv, params)
-    write_table(claims, args.out_claims, "E6: the companion essay's testable claims, measured. CI: 95 % bootstrap over "
+    params = _check(params)
+    raws = [torch.load(p, map_location="cpu", weights_only=False) for p in raw]
+    summary_records = [read_json(p) for p in summaries]
+    train_records = [read_json(p) for p in train_metrics]
+    equiv = pd.read_csv(equivalences).rename(columns={"result_max": "result"})
+    table, curves, details = build(raws, summary_records, train_records, equiv, params)
+    write_table(table, out_claims, "E6: the companion essay's testable claims, measured. CI: 95 % bootstrap over "
                 "seeds and prompts; verdict rules in docs/essay.md.", label="tab:essay_claims")
-    write_table(curves, args.out_curves, "E6: in-context MSE against k for the trained models and the baselines; "
+    write_table(curves, out_curves, "E6: in-context MSE against k for the trained models and the baselines; "
                 "dist_to_model: mean squared distance between the model's and the estimator's predictions.",
                 label="tab:essay_curves", extra_formats=())
     details["train"] = [{k: m[k] for k in ("variant", "seed", "steps", "train_wall_s", "final_val_mse", "n_params")}
-                        for m in train_metrics]
-    write_json(args.out_details, details)
-    for _, r in claims.iterrows():
+                        for m in train_records]
+    write_json(out_details, details)
+    for _, r in table.iterrows():
         log.info("%-14s %s | %s", r.verdict, r.measured, r.claim[:90])
-    return 0
 
 
-def cmd_figure(args) -> int:
+def figure(params: dict, kind: str, out_stem: str, curves: str | None = None, equivalences: str | None = None,
+           threads: int = 1) -> None:
     from algo_emu.plots import essay as plots
 
-    if args.kind == "icl":
-        plots.plot_icl(pd.read_csv(args.curves), _params(args), args.out_stem)
+    if kind == "icl":
+        plots.plot_icl(pd.read_csv(curves), _check(params), out_stem)
     else:
-        plots.plot_equivalences(pd.read_csv(args.equivalences), args.out_stem)
-    return 0
+        plots.plot_equivalences(pd.read_csv(equivalences), out_stem)
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    steps = parser.add_subparsers(dest="step", required=True)
-
-    def common(p):
-        p.add_argument("--params", type=json_arg, required=True, help="the resolved essay config section as JSON")
-        p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-
-    p = steps.add_parser("equivalences", help="float64 hand-built attention vs GD / ridge / softmax (no training)")
-    common(p)
-    p.add_argument("--seeds", type=int, nargs="+", required=True)
-    p.add_argument("--out-csv", required=True)
-    p.set_defaults(func=cmd_equivalences)
-
-    p = steps.add_parser("train", help="train one variant for one seed")
-    common(p)
-    p.add_argument("--variant", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--init", default=None, help="checkpoint to start from (narrow/control variants)")
-    p.add_argument("--out-model", required=True)
-    p.add_argument("--out-metrics", required=True)
-    p.set_defaults(func=cmd_train)
-
-    p = steps.add_parser("evaluate", help="all measurements of one seed")
-    common(p)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--models", nargs="+", required=True, help="<variant>=<checkpoint path> ...")
-    p.add_argument("--out-raw", required=True)
-    p.add_argument("--out-metrics", required=True)
-    p.set_defaults(func=cmd_evaluate)
-
-    p = steps.add_parser("claims", help="the verdict table from every seed's measurements")
-    common(p)
-    p.add_argument("--raw", nargs="+", required=True)
-    p.add_argument("--summaries", nargs="+", required=True)
-    p.add_argument("--train-metrics", nargs="+", required=True)
-    p.add_argument("--equivalences", required=True)
-    p.add_argument("--out-claims", required=True)
-    p.add_argument("--out-curves", required=True)
-    p.add_argument("--out-details", required=True)
-    p.set_defaults(func=cmd_claims)
-
-    p = steps.add_parser("figure", help="one figure from the tables")
-    common(p)
-    p.add_argument("--kind", required=True, choices=["icl", "equivalences"])
-    p.add_argument("--curves", default=None)
-    p.add_argument("--equivalences", default=None)
-    p.add_argument("--out-stem", required=True)
-    p.set_defaults(func=cmd_figure)
+COMMON = [cli.PARAMS.to("params", help="the resolved essay config section as JSON"), cli.THREADS.to("threads", default=1)]
+STEPS = [
+    Step("equivalences", "float64 hand-built attention vs GD / ridge / softmax (no training)", equivalences,
+         [*COMMON, cli.SEEDS, arg("--out-csv", required=True)]),
+    Step("train", "train one variant for one seed", train,
+         [*COMMON, arg("--variant", required=True), cli.SEED, cli.DEVICE,
+          arg("--init", default=None, help="checkpoint to start from (narrow/control variants)"),
+          arg("--out-model", required=True), arg("--out-metrics", required=True)]),
+    Step("evaluate", "all measurements of one seed", evaluate,
+         [*COMMON, cli.SEED, cli.DEVICE, arg("--models", nargs="+", required=True, help="<variant>=<checkpoint path> ..."),
+          arg("--out-raw", required=True), arg("--out-metrics", required=True)]),
+    Step("claims", "the verdict table from every seed's measurements", claims,
+         [*COMMON, arg("--raw", nargs="+", required=True), arg("--summaries", nargs="+", required=True),
+          arg("--train-metrics", nargs="+", required=True), arg("--equivalences", required=True),
+          arg("--out-claims", required=True), arg("--out-curves", required=True), arg("--out-details", required=True)]),
+    Step("figure", "one figure from the tables", figure,
+         [*COMMON, arg("--kind", required=True, choices=["icl", "equivalences"]), arg("--curves", default=None),
+          arg("--equivalences", default=None), arg("--out-stem", required=True)]),
+]
+add_parser = cli.steps_parser(STEPS)

@@ -19,10 +19,8 @@ Two protocols (``heads.protocols``), each with its own headline quantity:
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,16 +28,20 @@ import pandas as pd
 import torch
 
 from algo_emu import paper_values
-from algo_emu.cli import json_arg
+from algo_emu import cli
+from algo_emu.cli import Step, arg
 from algo_emu.data import heads as hd
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
-from algo_emu.io import read_json, seed_metrics_path, write_json
+from algo_emu.io import read_json, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
-from algo_emu.runtime import config_hash, environment, resolve_device
-from algo_emu.tables import require_columns, summarise, write_table
-from algo_emu.train import Member, TrainConfig, timing_record, train_ensemble
+from algo_emu.runtime import config_hash
+from algo_emu import records
+from algo_emu.records import KEY, Get, RunSpec
+from algo_emu.tables import require_columns, summarise_by, write_table
+from algo_emu.runner import Runner, train_config
+from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.heads")
 
@@ -125,8 +127,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
     """Train one (protocol, H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``.
 
     ``data_paths``: one data set per seed (independent) or the one shared data set (published)."""
-    if threads:
-        torch.set_num_threads(threads)
+    run = Runner("heads", device_spec, threads)
     target, metric = headline(protocol, params)
     if protocol == "published":
         if len(data_paths) != 1:
@@ -137,8 +138,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         data_paths = data_paths * len(seeds)
     elif len(seeds) != len(data_paths):
         raise ValueError(f"{len(seeds)} seeds but {len(data_paths)} data files")
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
+    device = run.device
     loaded: dict[str, dict] = {}
     for path in dict.fromkeys(data_paths):
         loaded[path] = hd.load_dataset(path, params)
@@ -149,11 +149,9 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=H,
         total_tokens=p, attention=params.get("attention", "auto"),
     ).to(device)
-    cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
-                      checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False))
+    cfg = train_config("heads", params)
     run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.resolved_attention(device),
                                                        "protocol": protocol}
-    fingerprint = config_hash(run_params | {"seeds": seeds})
 
     def on_epoch(epoch: int, m: torch.nn.Module) -> dict:
         every = params.get("eval_every", 0)
@@ -164,10 +162,9 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         return {}
 
     log.info("setting %s H=%d p=%d: %d seeds x K/Q/V = %d members on %s", protocol, H, p, len(seeds), len(task.members), device)
-    result = train_ensemble(model, task, cfg, checkpoint=checkpoint, fingerprint=fingerprint, on_epoch=on_epoch)
+    result = run.train(model, task, cfg, run_params, checkpoint, seeds=seeds, on_epoch=on_epoch)
     evaluation = task.evaluate(model, params["eval_batch_size"])
-    env = environment(device)
-    wall = time.perf_counter() - t0
+    timing = run.timing(result)
     out = {}
     for si, s in enumerate(seeds):
         ev = evaluation[s]
@@ -182,40 +179,39 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
             "target_var_by_target": ev["target_var_by_target"],
             "member_mse": ev["member_mse"], "history": history,
             "n_train": task.n_train, "n_test": int(task.X_test.shape[1]),
-            "params": run_params, "config_hash": config_hash(run_params),
+            **run.provenance(run_params),
             # the keys every setting of the sweep shares: records with different values must not be mixed
             "sweep_config_hash": config_hash({k: params[k] for k in TRAIN_KEYS}), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
             "ensemble": {"members": len(task.members), "seeds": seeds},
-            "timing": timing_record(result, wall),
-            "environment": env,
+            "timing": timing, "environment": run.environment(),
         }
-        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
-    return out
+    return run.write_records(out_dir, out)
 
 
 # --------------------------------------------------------------------------- tables, fit, figures
 
 
+#: What a heads record holds, as rows: one per (protocol, setting, seed, target).
+RUNS = RunSpec(
+    experiment="heads", rows="mse_by_target",
+    columns={
+        "protocol": Get("protocol", "independent"), "heads": "setting.heads", "p": "setting.p", "seed": "seed",
+        "target": KEY, "mse": "@", "mse_batchmean": "mse_batchmean_by_target.{key}",
+        "target_var": Get("target_var_by_target.{key}", math.nan),
+        "mse_K": "member_mse.K", "mse_Q": "member_mse.Q", "mse_V": "member_mse.V",
+        "epochs": "params.epochs", "n_prompts": "params.n_prompts", "device": "environment.device",
+        "config_hash": "config_hash",
+        "sweep_config_hash": lambda m, key, item: m.get("sweep_config_hash", m["config_hash"]),
+    },
+    setting=("protocol", "heads", "p", "target"),
+    metrics=("mse", "mse_batchmean", "target_var", "mse_K", "mse_Q", "mse_V"),
+)
+
+
 def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (protocol, setting, seed, target) from metrics.json files."""
-    rows = []
-    for path in paths:
-        m = read_json(path)
-        for target, mse in m["mse_by_target"].items():
-            rows.append({
-                "protocol": m.get("protocol", "independent"),
-                "heads": m["setting"]["heads"], "p": m["setting"]["p"], "seed": m["seed"], "target": target,
-                "mse": mse, "mse_batchmean": m["mse_batchmean_by_target"][target],
-                "target_var": m.get("target_var_by_target", {}).get(target, math.nan),
-                "mse_K": m["member_mse"]["K"], "mse_Q": m["member_mse"]["Q"], "mse_V": m["member_mse"]["V"],
-                "epochs": m["params"]["epochs"], "n_prompts": m["params"]["n_prompts"],
-                "device": m["environment"]["device"], "config_hash": m["config_hash"],
-                "sweep_config_hash": m.get("sweep_config_hash", m["config_hash"]),
-            })
-    if not rows:
-        raise ValueError("no metrics files given")
-    return pd.DataFrame(rows)
+    """One row per (protocol, setting, seed, target) from metrics.json files (:data:`RUNS`)."""
+    return records.load_runs(paths, RUNS)
 
 
 def _target_order(primary: str) -> list[str]:
@@ -230,23 +226,21 @@ def _missing(what: str, missing: list, allow_partial: bool) -> None:
 def _summary_rows(runs: pd.DataFrame, params: dict, protocol: str, key: str, values: list[int],
                   fixed: dict, missing: list, with_paper: bool) -> list[dict]:
     target0, metric = headline(protocol, params)
-    column = METRICS[metric]
+    order = [(target, v, *fixed.values()) for target in _target_order(target0) for v in values]
+    table = summarise_by(runs[runs.protocol == protocol], ["target", key, *fixed], {METRICS[metric]: "mse"}, order,
+                         means=["target_var"], missing=[])
+    present = set(table[["target", key, *fixed]].itertuples(index=False, name=None)) if len(table) else set()
+    missing += [f"{protocol} {key}={o[1]} " + " ".join(f"{k}={x}" for k, x in zip(fixed, o[2:])) + f" target={o[0]}"
+                for o in order if o not in present]
     rows = []
-    for target in _target_order(target0):
-        for v in values:
-            sel = runs[(runs.protocol == protocol) & (runs[key] == v) & (runs.target == target)
-                       & (runs[list(fixed)] == pd.Series(fixed)).all(axis=1)]
-            if sel.empty:
-                missing.append(f"{protocol} {key}={v} " + " ".join(f"{k}={x}" for k, x in fixed.items()) + f" target={target}")
-                continue
-            sel = sel.sort_values("seed")
-            row = {"protocol": protocol, "target": target, "metric": metric, key: v, **fixed,
-                   **summarise(sel[column].to_numpy()), "target_var_mean": float(sel.target_var.mean())}
-            if with_paper:
-                comparable = protocol == "published" and target == "reference_code"
-                pm, ps = paper_values.paper_heads(v) if comparable else (math.nan, math.nan)
-                row |= {"paper_mse": pm, "paper_std": ps}
-            rows.append(row)
+    for row in table.to_dict("records"):
+        row = {"protocol": protocol, "target": row["target"], "metric": metric, key: row[key],
+               **{k: row[k] for k in fixed}, **{k: row[k] for k in _SUMMARY}}
+        if with_paper:
+            comparable = protocol == "published" and row["target"] == "reference_code"
+            pm, ps = paper_values.paper_heads(row[key]) if comparable else (math.nan, math.nan)
+            row |= {"paper_mse": pm, "paper_std": ps}
+        rows.append(row)
     return rows
 
 
@@ -446,66 +440,36 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
     return {"missing": missing, "present": settings_done}
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="step", required=True)
-
-    p = sub.add_parser("data", help="generate one seed's data set and target head")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--protocol", choices=hd.PROTOCOLS, default="independent")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=lambda a: hd.write_dataset(a.out, a.seed, a.params, a.protocol) and 0)
-
-    p = sub.add_parser("train", help="train one (H, p) setting, all seeds as one ensemble")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--heads", type=int, required=True)
-    p.add_argument("--p", type=int, required=True)
-    p.add_argument("--seeds", type=int, nargs="+", required=True)
-    p.add_argument("--data", nargs="+", required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--checkpoint")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
-    p.add_argument("--protocol", choices=hd.PROTOCOLS, default="independent")
-    p.set_defaults(func=lambda a: train_setting(a.params, a.heads, a.p, a.seeds, a.data, a.out_dir, a.checkpoint,
-                                                a.device, a.threads, a.protocol) and 0)
-
-    p = sub.add_parser("aggregate", help="tables from per-seed metrics")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--metrics", nargs="+", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--heads-table", required=True)
-    p.add_argument("--p-table", required=True)
-    p.add_argument("--allow-partial", action="store_true",
-                   help="build from the settings present and name the missing ones (committed reference sets)")
-    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.heads_table, a.p_table, a.allow_partial) and 0)
-
-    p = sub.add_parser("fit", help="MSE(H) = a + b/H and power-law fits with bootstrap intervals")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=lambda a: fit(a.params, a.runs, a.out) and 0)
-
-    p = sub.add_parser("reference", help="tables, fit, figures and README.md of a committed reference set (partial sets named)")
-    p.add_argument("--dir", required=True, help="e.g. results/reference/paper-scale")
-    p.add_argument("--config", default="config/config.yaml")
-    p.add_argument("--title", default="E1 at the paper's scale: committed reference set")
-    p.set_defaults(func=lambda a: reference_report(a.dir, a.config, a.title) and 0)
-
-    p = sub.add_parser("figure", help="heads or prompt-length figure from the tables")
-    p.add_argument("--kind", choices=["heads", "prompt_length"], required=True)
-    p.add_argument("--table", required=True)
-    p.add_argument("--fit")
-    p.add_argument("--runs", required=True)
-    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
-    p.set_defaults(func=_figure)
-
-
-def _figure(a: argparse.Namespace) -> int:
+def figure(kind: str, table: str, runs_csv: str, out: str, fit_json: str | None = None) -> None:
     from algo_emu.plots import heads as ph
 
-    if a.kind == "heads":
-        ph.heads_figure(a.table, a.fit, a.runs, a.out)
+    if kind == "heads":
+        ph.heads_figure(table, fit_json, runs_csv, out)
     else:
-        ph.prompt_length_figure(a.table, a.runs, a.out)
-    return 0
+        ph.prompt_length_figure(table, runs_csv, out)
+
+
+PROTOCOL = arg("--protocol", choices=hd.PROTOCOLS, default="independent")
+STEPS = [
+    Step("data", "generate one seed's data set and target head", hd.write_dataset,
+         [cli.PARAMS, cli.SEED, PROTOCOL, arg("--out", "path", required=True)]),
+    Step("train", "train one (H, p) setting, all seeds as one ensemble", train_setting,
+         [cli.PARAMS, arg("--heads", "H", type=int, required=True), arg("--p", type=int, required=True), cli.SEEDS,
+          arg("--data", "data_paths", nargs="+", required=True), cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME, PROTOCOL]),
+    Step("aggregate", "tables from per-seed metrics", aggregate,
+         [cli.PARAMS, cli.METRICS, cli.RUNS, arg("--heads-table", "heads_csv", required=True),
+          arg("--p-table", "p_csv", required=True),
+          arg("--allow-partial", action="store_true",
+              help="build from the settings present and name the missing ones (committed reference sets)")]),
+    Step("fit", "MSE(H) = a + b/H and power-law fits with bootstrap intervals", fit,
+         [cli.PARAMS, cli.RUNS, arg("--out", "out_json", required=True)]),
+    Step("reference", "tables, fit, figures and README.md of a committed reference set (partial sets named)",
+         reference_report,
+         [arg("--dir", "ref_dir", required=True, help="e.g. results/reference/paper-scale"),
+          arg("--config", "config_path", default="config/config.yaml"),
+          arg("--title", default="E1 at the paper's scale: committed reference set")]),
+    Step("figure", "heads or prompt-length figure from the tables", figure,
+         [arg("--kind", choices=["heads", "prompt_length"], required=True), cli.TABLE, arg("--fit", "fit_json"), cli.RUNS,
+          cli.FIGURE]),
+]
+add_parser = cli.steps_parser(STEPS)

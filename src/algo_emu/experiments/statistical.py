@@ -23,26 +23,26 @@ with ``mse_over_blind`` and ``statistical_ablation``), ``figure`` and
 
 from __future__ import annotations
 
-import argparse
 import logging
-import time
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu import paper_values
-from algo_emu.cli import json_arg
+from algo_emu import paper_values, records
+from algo_emu.records import KEY, Get, RunSpec
+from algo_emu import cli
+from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
 from algo_emu.frozen import FrozenFile, save_frozen
-from algo_emu.io import read_json, seed_metrics_path, tensor_digest, write_csv, write_json
+from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import derive, torch_stream
-from algo_emu.runtime import config_hash, environment, resolve_device
-from algo_emu.tables import summarise, write_table
-from algo_emu.train import Member, TrainConfig, train_ensemble
+from algo_emu.tables import summarise_by, write_table
+from algo_emu.runner import Runner, train_config
+from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.statistical")
 
@@ -166,39 +166,32 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     with the weight columns removed from every token (:class:`algo_emu.ablation.WeightBlindTask`),
     initialised from its own stream.
     """
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
+    run = Runner(EXPERIMENT, device_spec, threads)
+    device = run.device
     task = StatisticalTask(seeds, mode, params, device)
-    t_data = time.perf_counter() - t0
+    t_data = run.seconds()
     meta = model_meta(params, mode, H, seeds, blind)
     init = "init_blind" if blind else "init"
     model = build_model(meta, [torch_stream(s, EXPERIMENT, init, mode) for s in seeds]).to(device)
     meta["attention"] = model.resolved_attention(next(model.parameters()).device)
-    cfg = TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
-                      checkpoint_every=params.get("checkpoint_every", DEFAULTS["checkpoint_every"]), compile=params.get("compile", DEFAULTS["compile"]),
-                      stream=f"{EXPERIMENT}/shuffle")
+    cfg = train_config(EXPERIMENT, params, stream=f"{EXPERIMENT}/shuffle")
     run_params = ({k: params[k] for k in TRAIN_KEYS} | {"mode": mode, "heads": H, "algorithms": list(algorithms(params, mode)),
                   "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
     if mode == "reference_code":
         run_params.pop("n_query")
     if blind:
         run_params["weight_blind"] = True
-    fingerprint = config_hash(run_params | {"seeds": list(seeds)})
     log.info("statistical %s H=%d%s: %d seeds on %s", mode, H, " weight-blind" if blind else "", len(seeds), device)
     train_task = ab.WeightBlindTask(task, layout(params, mode)) if blind else task
-    result = train_ensemble(model, train_task, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
+    result = run.train(model, train_task, cfg, run_params, checkpoint, seeds=seeds)
     extra = {
-        "params": run_params, "config_hash": config_hash(run_params), "seeds": list(seeds),
+        **run.provenance(run_params), "seeds": list(seeds),
         "budget": train_budget(params, H), "layout": layout(params, mode).describe(),
         "data_sha256": {str(s): v for s, v in task.data_sha256.items()},
         "algorithm_counts": {str(s): v for s, v in task.algorithm_counts.items()},
         "history": {str(s): [h["train_loss"][i] for h in result.history] for i, s in enumerate(seeds)},
-        "timing": {"wall_seconds_job": time.perf_counter() - t0, "data_seconds": t_data,
-                   "train_seconds_this_call": result.seconds, "epochs_run_this_call": result.epochs_run,
-                   "resumed_from_epoch": result.resumed_from, "epoch_seconds": [h["seconds"] for h in result.history]},
-        "environment": environment(device),
+        "timing": run.timing(result, data_seconds=t_data),
+        "environment": run.environment(),
     }
     return save_frozen(model_path, model, meta, extra)
 
@@ -331,10 +324,8 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
     """Load the frozen model (and its weight-blind baseline, when given) read-only, evaluate both on the same
     fresh prompts -- the model also with its prompt's weights ablated -- prove them unchanged; write
     ``out_dir/seed<k>/metrics.json``. The baseline's budget must equal the model's."""
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
+    run = Runner(EXPERIMENT, device_spec, threads)
+    device = run.device
     batches = eval_batches(params, mode, seeds)
     info, result, frozen_info = _evaluate_file(params, mode, H, seeds, model_path, device, batches, blind=False)
     blind = None
@@ -345,8 +336,7 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
         except ValueError as exc:
             raise ValueError(f"{blind_path} vs {model_path}: {exc}") from None
         blind = (b_info, b_result, b_frozen)
-    env = environment(device)
-    wall = time.perf_counter() - t0
+    env, wall = run.environment(), run.seconds()
     eval_params = {k: params[k] for k in EVAL_KEYS}
     out = {}
     for s in seeds:
@@ -371,33 +361,34 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
                 "budget": b_info["budget"], "train_history": b_info["history"][str(s)], "frozen": b_frozen,
                 "train_timing": b_info["timing"],
             }
-        write_json(seed_metrics_path(out_dir, s), metrics)
         out[s] = metrics
-    return out
+    return run.write_records(out_dir, out)
 
 
 # --------------------------------------------------------------------------- tables
 
 
+#: What a statistical record holds, as rows: one per (mode, heads, seed, algorithm).
+RUNS = RunSpec(
+    experiment=EXPERIMENT, rows="errors",
+    columns={
+        "mode": "mode", "heads": "setting.heads", "seed": "seed", "algorithm": KEY,
+        "mse": lambda m, key, e: e[m["headline"]], "mse_is": "headline", "emulation": "@.emulation",
+        "prediction": "@.prediction", "alg_error": "@.algorithm",
+        "final_train_loss": records.last("train_history"),
+        "epochs": "params.epochs", "n_prompts": "params.n_prompts",
+        "bit_identical": "frozen.bit_identical", "device": "environment.train.device",
+        "train_seconds": "timing.train.train_seconds_this_call", "config_hash": "config_hash",
+        "blind_mse": Get("blind.mse.{key}", float("nan")),
+    },
+    setting=("mode", "heads", "algorithm"),
+    metrics=("mse", "emulation", "prediction", "alg_error", "final_train_loss", "blind_mse"),
+)
+
+
 def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (mode, heads, seed, algorithm) from metrics.json files."""
-    rows = []
-    for path in paths:
-        mt = read_json(path)
-        for alg, e in mt["errors"].items():
-            rows.append({
-                "mode": mt["mode"], "heads": mt["setting"]["heads"], "seed": mt["seed"], "algorithm": alg,
-                "mse": e[mt["headline"]], "mse_is": mt["headline"], "emulation": e["emulation"],
-                "prediction": e["prediction"], "alg_error": e["algorithm"],
-                "final_train_loss": mt["train_history"][-1] if mt["train_history"] else float("nan"),
-                "epochs": mt["params"]["epochs"], "n_prompts": mt["params"]["n_prompts"],
-                "bit_identical": mt["frozen"]["bit_identical"], "device": mt["environment"]["train"]["device"],
-                "train_seconds": mt["timing"]["train"]["train_seconds_this_call"], "config_hash": mt["config_hash"],
-                "blind_mse": mt["blind"]["mse"][alg] if "blind" in mt else float("nan"),
-            })
-    if not rows:
-        raise ValueError("no metrics files given")
-    return pd.DataFrame(rows)
+    """One row per (mode, heads, seed, algorithm) from metrics.json files (:data:`RUNS`)."""
+    return records.load_runs(paths, RUNS)
 
 
 def ablation_rows(paths: list[str]) -> pd.DataFrame:
@@ -428,25 +419,17 @@ def paper_value(mode: str, algorithm: str, H: int) -> tuple[float, float]:
 
 
 def emulation_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
-    rows = []
-    for mode in params["modes"]:
-        for alg in algorithms(params, mode):
-            for H in params["heads_sweep"]:
-                sel = runs[(runs["mode"] == mode) & (runs.algorithm == alg) & (runs.heads == H)].sort_values("seed")
-                if sel.empty:
-                    raise ValueError(f"no runs for mode={mode}, algorithm={alg}, H={H}")
-                pm, ps = paper_value(mode, alg, H)
-                if sel.blind_mse.isna().any():
-                    raise ValueError(f"mode={mode}, algorithm={alg}, H={H}: a run has no weight-blind baseline")
-                mse = summarise(sel.mse.to_numpy())
-                row = {"mode": mode, "algorithm": alg, "heads": H, **mse,
-                       "mse_over_blind": mse["mse_mean"] / float(sel.blind_mse.mean()),
-                       "paper_mse": pm, "paper_std": ps, "mse_is": HEADLINE[mode]}
-                for k in ("emulation", "prediction", "alg_error"):
-                    s = summarise(sel[k].to_numpy(), prefix=k)
-                    row[f"{k}_mean"], row[f"{k}_std"] = s[f"{k}_mean"], s[f"{k}_std"]
-                rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    order = [(mode, alg, H) for mode in params["modes"] for alg in algorithms(params, mode) for H in params["heads_sweep"]]
+    no_blind = runs[runs.blind_mse.isna()]
+    for o in order:
+        if ((no_blind["mode"] == o[0]) & (no_blind.algorithm == o[1]) & (no_blind.heads == o[2])).any():
+            raise ValueError(f"mode={o[0]}, algorithm={o[1]}, H={o[2]}: a run has no weight-blind baseline")
+    table = summarise_by(runs, ["mode", "algorithm", "heads"], ["mse", "emulation", "prediction", "alg_error"], order,
+                         means=["blind_mse"])
+    paper = [paper_value(mode, alg, H) for mode, alg, H in order]
+    table = table.assign(mse_over_blind=table.mse_mean / table.blind_mse_mean, paper_mse=[pm for pm, _ in paper],
+                         paper_std=[ps for _, ps in paper], mse_is=[HEADLINE[mode] for mode, _, _ in order])
+    return table[COLUMNS]
 
 
 def caption(params: dict, runs: pd.DataFrame) -> str:
@@ -499,68 +482,38 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, a
                     label="tab:statistical-ablation")
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="step", required=True)
-
-    p = sub.add_parser("train", help="train one (mode, H), all seeds as one ensemble; save it frozen")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--mode", choices=MODES, required=True)
-    p.add_argument("--heads", type=int, required=True)
-    p.add_argument("--seeds", type=int, nargs="+", required=True)
-    p.add_argument("--model", required=True, help="frozen model file to write (and <model>.json)")
-    p.add_argument("--checkpoint")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
-    p.add_argument("--blind", action="store_true",
-                   help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)")
-    p.set_defaults(func=lambda a: train_setting(a.params, a.mode, a.heads, a.seeds, a.model, a.checkpoint,
-                                                a.device, a.threads, blind=a.blind) and 0)
-
-    p = sub.add_parser("evaluate", help="load a frozen model read-only and evaluate it per algorithm")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--mode", choices=MODES, required=True)
-    p.add_argument("--heads", type=int, required=True)
-    p.add_argument("--seeds", type=int, nargs="+", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--blind-model", required=True, help="the weight-blind baseline of the same (mode, H)")
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
-    p.set_defaults(func=lambda a: evaluate_setting(a.params, a.mode, a.heads, a.seeds, a.model, a.out_dir,
-                                                   a.device, a.threads, blind_path=a.blind_model) and 0)
-
-    p = sub.add_parser("aggregate", help="statistical_emulation table from per-seed metrics")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--metrics", nargs="+", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--table", required=True)
-    p.add_argument("--ablation-table", required=True)
-    p.add_argument("--ablation-runs", required=True)
-    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.table, a.ablation_table, a.ablation_runs))
-
-    p = sub.add_parser("ablation-figure", help="ablated MSE relative to the weight-blind baseline, per mode and algorithm")
-    p.add_argument("--table", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
-    p.set_defaults(func=_ablation_figure)
-
-    p = sub.add_parser("figure", help="loss vs heads, panels Lasso / Ridge / Linear, with the paper's values")
-    p.add_argument("--table", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
-    p.set_defaults(func=_figure)
-
-
-def _figure(a: argparse.Namespace) -> int:
+def figure(table: str, runs_csv: str, out: str) -> None:
     from algo_emu.plots import statistical as ps
 
-    ps.statistical_heads_figure(a.table, a.runs, a.out)
-    return 0
+    ps.statistical_heads_figure(table, runs_csv, out)
 
 
-def _ablation_figure(a: argparse.Namespace) -> int:
+def ablation_figure(table: str, runs_csv: str, out: str) -> None:
     from algo_emu.plots import ablation as pa
 
-    pa.ablation_figure(a.table, a.runs, a.out, panel=["mode", "algorithm"], hue="heads",
+    pa.ablation_figure(table, runs_csv, out, panel=["mode", "algorithm"], hue="heads",
                        title="Appendix C.1: frozen model with the weights in its prompt ablated")
-    return 0
+
+
+SETTING_ARGS = [cli.PARAMS, arg("--mode", choices=MODES, required=True), arg("--heads", "H", type=int, required=True),
+                cli.SEEDS]
+STEPS = [
+    Step("train", "train one (mode, H), all seeds as one ensemble; save it frozen", train_setting,
+         [*SETTING_ARGS, arg("--model", "model_path", required=True, help="frozen model file to write (and <model>.json)"),
+          cli.CHECKPOINT, *cli.RUNTIME,
+          arg("--blind", action="store_true",
+              help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)")]),
+    Step("evaluate", "load a frozen model read-only and evaluate it per algorithm", evaluate_setting,
+         [*SETTING_ARGS, arg("--model", "model_path", required=True),
+          arg("--blind-model", "blind_path", required=True, help="the weight-blind baseline of the same (mode, H)"),
+          cli.OUT_DIR, *cli.RUNTIME]),
+    Step("aggregate", "statistical_emulation table from per-seed metrics", aggregate,
+         [cli.PARAMS, cli.METRICS, cli.RUNS, cli.TABLE.to("table_csv"),
+          arg("--ablation-table", "ablation_csv", required=True),
+          arg("--ablation-runs", "ablation_runs_csv", required=True)]),
+    Step("ablation-figure", "ablated MSE relative to the weight-blind baseline, per mode and algorithm",
+         ablation_figure, [cli.TABLE, cli.RUNS, cli.FIGURE]),
+    Step("figure", "loss vs heads, panels Lasso / Ridge / Linear, with the paper's values", figure,
+         [cli.TABLE, cli.RUNS, cli.FIGURE]),
+]
+add_parser = cli.steps_parser(STEPS)

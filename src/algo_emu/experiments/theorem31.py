@@ -18,7 +18,6 @@ tokens [x_i; y_i] without w), ``aggregate`` (tables ``f_emulation`` with
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from pathlib import Path
@@ -27,19 +26,24 @@ import pandas as pd
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu.cli import json_arg
+from algo_emu import records
+from algo_emu.records import KEY, RunSpec
+from algo_emu import cli
+from algo_emu.cli import Step, arg
+from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
 from algo_emu.frozen import frozen
-from algo_emu.io import read_json, seed_metrics_path, tensor_digest, write_csv, write_json
+from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
-from algo_emu.runtime import config_hash, environment, resolve_device
-from algo_emu.tables import summarise, write_table
-from algo_emu.train import Member, TrainConfig, timing_record, train_ensemble
+from algo_emu.tables import summarise_by, write_table
+from algo_emu.runner import Runner, train_config
+from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.theorem31")
 
 EXPERIMENT = "theorem31"
+DEFAULTS = schema_defaults(EXPERIMENT)
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "hidden", "heads", "fs", "x_dist", "x_scale", "epochs", "batch_size",
               "lr", "test_fraction", "gd_eta")
 F_COLUMNS = ["f", "p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "rel_mse_mean", "rel_mse_std",
@@ -169,13 +173,6 @@ def train_budget(params: dict, p: int) -> dict:
     return ab.budget(params, p=p)
 
 
-def _train_cfg(params: dict) -> TrainConfig:
-    # The same data-order stream for the model and its baseline: the same batches in the same order.
-    return TrainConfig(epochs=params["epochs"], batch_size=params["batch_size"], lr=params["lr"],
-                       checkpoint_every=params.get("checkpoint_every", 1), compile=params.get("compile", False),
-                       stream=f"{EXPERIMENT}/shuffle")
-
-
 def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict) -> tuple[list[dict], dict]:
     """The trained model, frozen, on the held-out prompts with w ablated (:mod:`algo_emu.ablation`).
 
@@ -184,7 +181,7 @@ def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict
     "ablation", name)``, so members of one seed (the f) see the same ablated prompts.
     """
     lay = layout(params["d"])
-    chunk = params.get("eval_chunk", 1024)
+    chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
     record: dict = {}
     out: list[dict] = [{} for _ in task.members]
     with frozen(model, record):
@@ -197,127 +194,115 @@ def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict
 
 
 def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
-                  device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
-    """Train one p for all seeds x f as one ensemble; write ``out_dir/seed<k>/metrics.json``."""
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
-    task = Theorem31Task(seeds, params, device)
-    model = build_model(task, params, p).to(device)
-    cfg = _train_cfg(params)
-    run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention}
-    fingerprint = config_hash(run_params | {"seeds": list(seeds)})
-    log.info("theorem31 p=%d: %d seeds x %d f = %d members on %s", p, len(seeds), len(task.fs), len(task.members), device)
-    result = train_ensemble(model, task, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
-    t_eval = time.perf_counter()
-    evaluation = task.evaluate(model, params["gd_eta"], params.get("eval_chunk", 1024))
-    ablations, frozen_record = evaluate_ablations(task, model, params)
-    eval_seconds = time.perf_counter() - t_eval
-    env = environment(device)
-    wall = time.perf_counter() - t0
-    out = {}
-    for s in seeds:
-        idx = [e for e, m in enumerate(task.members) if m.seed == s]
-        by_f = {}
-        for e in idx:
-            res = dict(evaluation[e])
-            res["train_loss"] = [h["train_loss"][e] for h in result.history]
-            res["ablation_mse"] = ablations[e]
-            by_f[res.pop("f")] = res
-        metrics = {
-            "experiment": EXPERIMENT, "setting": {"p": p, "heads": params["heads"]}, "seed": s, "by_f": by_f,
-            "n_train": task.n_train, "n_test": int(task.inputs_test.shape[1]),
-            "params": run_params, "config_hash": config_hash(run_params), "data_sha256": task.data_sha256[s],
-            "budget": train_budget(params, p), "layout": layout(params["d"]).describe(), "frozen": frozen_record,
-            "ensemble": {"members": len(task.members), "seeds": list(seeds), "fs": list(task.fs)},
-            "timing": timing_record(result, wall, eval_seconds=eval_seconds),
-            "environment": env,
-        }
-        write_json(seed_metrics_path(out_dir, s), metrics)
-        out[s] = metrics
-    return out
+                  device_spec: str = "auto", threads: int | None = None, blind: bool = False) -> dict[int, dict]:
+    """Train one p for all seeds x f as one ensemble, evaluate it frozen on the held-out split (with w
+    ablated); write ``out_dir/seed<k>/metrics.json``.
 
-
-def train_blind(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
-                device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
-    """The weight-blind baseline of one p: the same block, prompts, targets, data order and budget as
-    :func:`train_setting`, on tokens [x_i; y_i] (w removed); writes ``out_dir/seed<k>/metrics.json``."""
-    if threads:
-        torch.set_num_threads(threads)
-    device = resolve_device(device_spec)
-    t0 = time.perf_counter()
-    task = Theorem31Task(seeds, params, device)
+    ``blind``: the weight-blind baseline instead -- the same block, prompts, targets, data order (the
+    same data-order stream) and budget, on tokens [x_i; y_i] (w removed), initialised from its own stream."""
+    run = Runner(EXPERIMENT, device_spec, threads)
+    task = Theorem31Task(seeds, params, run.device)
     lay = layout(params["d"])
-    model = build_model(task, params, p, blind=True).to(device)
-    run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention, "weight_blind": True}
-    fingerprint = config_hash(run_params | {"seeds": list(seeds)})
-    log.info("theorem31 weight-blind p=%d: %d members on %s", p, len(task.members), device)
-    result = train_ensemble(model, ab.WeightBlindTask(task, lay), _train_cfg(params), checkpoint=checkpoint,
-                            fingerprint=fingerprint)
+    model = build_model(task, params, p, blind=blind).to(run.device)
+    run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention}
+    if blind:
+        run_params["weight_blind"] = True
+    log.info("theorem31%s p=%d: %d seeds x %d f = %d members on %s", " weight-blind" if blind else "", p, len(seeds),
+             len(task.fs), len(task.members), run.device)
+    cfg = train_config(EXPERIMENT, params, stream=f"{EXPERIMENT}/shuffle")
+    result = run.train(model, ab.WeightBlindTask(task, lay) if blind else task, cfg, run_params, checkpoint, seeds=seeds)
     t_eval = time.perf_counter()
-    record: dict = {}
-    with frozen(model, record):
-        evaluation = task.evaluate(model, params["gd_eta"], params.get("eval_chunk", 1024),
-                                   transform=lambda x: ab.strip_weights(x, lay))
-    eval_seconds = time.perf_counter() - t_eval
-    env, wall = environment(device), time.perf_counter() - t0
+    chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
+    if blind:
+        frozen_record: dict = {}
+        with frozen(model, frozen_record):
+            evaluation = task.evaluate(model, params["gd_eta"], chunk, transform=lambda x: ab.strip_weights(x, lay))
+    else:
+        evaluation = task.evaluate(model, params["gd_eta"], chunk)
+        ablations, frozen_record = evaluate_ablations(task, model, params)
+    timing = run.timing(result, eval_seconds=time.perf_counter() - t_eval)
     out = {}
     for s in seeds:
         by_f = {}
         for e, m in enumerate(task.members):
-            if m.seed == s:
-                r = evaluation[e]
+            if m.seed != s:
+                continue
+            r, losses = evaluation[e], [h["train_loss"][e] for h in result.history]
+            if blind:
                 by_f[m.name] = {"mse": r["mse"], "rel_mse": r["rel_mse"], "target_var": r["target_var"],
-                                "gd_rel": r["gd_rel"], "train_loss": [h["train_loss"][e] for h in result.history]}
-        metrics = {
-            "experiment": EXPERIMENT, "weight_blind": True, "setting": {"p": p, "heads": params["heads"]}, "seed": s,
-            "by_f": by_f, "input": "tokens [x_i; y_i] (w removed)", "budget": train_budget(params, p),
-            "params": run_params, "config_hash": config_hash(run_params), "data_sha256": task.data_sha256[s],
-            "frozen": record, "timing": timing_record(result, wall, eval_seconds=eval_seconds), "environment": env,
-        }
-        write_json(seed_metrics_path(out_dir, s), metrics)
+                                "gd_rel": r["gd_rel"], "train_loss": losses}
+            else:
+                res = dict(r)
+                res["train_loss"], res["ablation_mse"] = losses, ablations[e]
+                by_f[res.pop("f")] = res
+        if blind:
+            metrics = {
+                "experiment": EXPERIMENT, "weight_blind": True, "setting": {"p": p, "heads": params["heads"]}, "seed": s,
+                "by_f": by_f, "input": "tokens [x_i; y_i] (w removed)", "budget": train_budget(params, p),
+                **run.provenance(run_params), "data_sha256": task.data_sha256[s],
+                "frozen": frozen_record, "timing": timing, "environment": run.environment(),
+            }
+        else:
+            metrics = {
+                "experiment": EXPERIMENT, "setting": {"p": p, "heads": params["heads"]}, "seed": s, "by_f": by_f,
+                "n_train": task.n_train, "n_test": int(task.inputs_test.shape[1]),
+                **run.provenance(run_params), "data_sha256": task.data_sha256[s],
+                "budget": train_budget(params, p), "layout": lay.describe(), "frozen": frozen_record,
+                "ensemble": {"members": len(task.members), "seeds": list(seeds), "fs": list(task.fs)},
+                "timing": timing, "environment": run.environment(),
+            }
         out[s] = metrics
-    return out
+    return run.write_records(out_dir, out)
+
+
+def train_blind(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
+                device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
+    """The weight-blind baseline of one p: :func:`train_setting` with ``blind=True``."""
+    return train_setting(params, p, seeds, out_dir, checkpoint, device_spec, threads, blind=True)
 
 
 # --------------------------------------------------------------------------- tables
 
 
+def _is_blind(record: dict, source: str) -> None:
+    if not record.get("weight_blind"):
+        raise ValueError(f"{source}: not a weight-blind baseline's metrics")
+
+
+#: What a theorem31 record holds, as rows: one per (p, seed, f).
+RUNS = RunSpec(
+    experiment=EXPERIMENT, rows="by_f",
+    columns={
+        "f": KEY, "p": "setting.p", "heads": "setting.heads", "seed": "seed",
+        "mse": "@.mse", "rel_mse": "@.rel_mse", "target_var": "@.target_var",
+        "gd_mse": "@.gd_mse", "gd_rel": "@.gd_rel", "step_sq_norm": "@.step_sq_norm",
+        "final_train_loss": records.last("@.train_loss"),
+        "eta": "params.gd_eta", "x_dist": "params.x_dist", "x_scale": "params.x_scale",
+        "epochs": "params.epochs", "n_prompts": "params.n_prompts",
+        "device": "environment.device", "config_hash": "config_hash",
+        "train_seconds": "timing.train_seconds_this_call",
+    },
+    setting=("f", "p", "heads"),
+    metrics=("mse", "rel_mse", "target_var", "gd_mse", "gd_rel", "step_sq_norm", "final_train_loss"),
+)
+#: The weight-blind baseline's records (refuses a model's record).
+BLIND_RUNS = RunSpec(
+    experiment=EXPERIMENT, rows="by_f",
+    columns={"f": KEY, "p": "setting.p", "heads": "setting.heads", "seed": "seed",
+             "mse": "@.mse", "rel_mse": "@.rel_mse", "budget": "budget"},
+    setting=("f", "p", "heads"), metrics=("mse", "rel_mse"), check=_is_blind,
+    empty="no weight-blind metrics files given",
+)
+
+
 def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (p, seed, f) from metrics.json files."""
-    rows = []
-    for path in paths:
-        m = read_json(path)
-        for f, r in m["by_f"].items():
-            rows.append({
-                "f": f, "p": m["setting"]["p"], "heads": m["setting"]["heads"], "seed": m["seed"],
-                "mse": r["mse"], "rel_mse": r["rel_mse"], "target_var": r["target_var"],
-                "gd_mse": r["gd_mse"], "gd_rel": r["gd_rel"], "step_sq_norm": r["step_sq_norm"],
-                "final_train_loss": r["train_loss"][-1] if r["train_loss"] else float("nan"),
-                "eta": m["params"]["gd_eta"], "x_dist": m["params"]["x_dist"], "x_scale": m["params"]["x_scale"],
-                "epochs": m["params"]["epochs"], "n_prompts": m["params"]["n_prompts"],
-                "device": m["environment"]["device"], "config_hash": m["config_hash"],
-                "train_seconds": m["timing"]["train_seconds_this_call"],
-            })
-    if not rows:
-        raise ValueError("no metrics files given")
-    return pd.DataFrame(rows)
+    """One row per (p, seed, f) from metrics.json files (:data:`RUNS`)."""
+    return records.load_runs(paths, RUNS)
 
 
 def load_blind(paths: list[str]) -> pd.DataFrame:
-    """One row per (p, seed, f) from the weight-blind baseline's metrics.json files."""
-    rows = []
-    for path in paths:
-        m = read_json(path)
-        if not m.get("weight_blind"):
-            raise ValueError(f"{path}: not a weight-blind baseline's metrics")
-        for f, r in m["by_f"].items():
-            rows.append({"f": f, "p": m["setting"]["p"], "heads": m["setting"]["heads"], "seed": m["seed"],
-                         "mse": r["mse"], "rel_mse": r["rel_mse"], "budget": m["budget"]})
-    if not rows:
-        raise ValueError("no weight-blind metrics files given")
-    return pd.DataFrame(rows)
+    """One row per (p, seed, f) from the weight-blind baseline's metrics.json files (:data:`BLIND_RUNS`)."""
+    return records.load_runs(paths, BLIND_RUNS)
 
 
 def ablation_rows(metrics: list[str], blind: pd.DataFrame) -> pd.DataFrame:
@@ -345,43 +330,28 @@ def ablation_rows(metrics: list[str], blind: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _select(runs: pd.DataFrame, f: str, p: int) -> pd.DataFrame:
-    sel = runs[(runs.f == f) & (runs.p == p)].sort_values("seed")
-    if sel.empty:
-        raise ValueError(f"no runs for f={f}, p={p}")
-    return sel
-
-
 def f_table(runs: pd.DataFrame, params: dict, blind: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for f in params["fs"]:
-        for p in params["p_sweep"]:
-            sel = _select(runs, f, p)
-            bl = _select(blind, f, p)
-            if bl.seed.tolist() != sel.seed.tolist():
-                raise ValueError(f"f={f}, p={p}: model seeds {sel.seed.tolist()}, weight-blind seeds {bl.seed.tolist()}")
-            rel = summarise(sel.rel_mse.to_numpy(), prefix="rel_mse")
-            mse = summarise(sel.mse.to_numpy())
-            rows.append({"f": f, "p": p, "heads": int(sel.heads.iloc[0]), **mse,
-                         "rel_mse_mean": rel["rel_mse_mean"], "rel_mse_std": rel["rel_mse_std"],
-                         "mse_over_blind": mse["mse_mean"] / float(bl.mse.mean()),
-                         "blind_rel_mse_mean": float(bl.rel_mse.mean()),
-                         "target_var": float(sel.target_var.mean()),
-                         "x_dist": params["x_dist"], "x_scale": params["x_scale"]})
-    return pd.DataFrame(rows, columns=F_COLUMNS)
+    order = [(f, p) for f in params["fs"] for p in params["p_sweep"]]
+    model = summarise_by(runs, ["f", "p"], ["mse", "rel_mse"], order, means=["heads", "target_var"])
+    base = summarise_by(blind, ["f", "p"], [], order, means=["mse", "rel_mse"])
+    for (f, p), m_seeds, b_seeds in zip(order, _seeds(runs, order), _seeds(blind, order)):
+        if b_seeds != m_seeds:
+            raise ValueError(f"f={f}, p={p}: model seeds {m_seeds}, weight-blind seeds {b_seeds}")
+    table = model.assign(heads=model.heads_mean.astype(int), mse_over_blind=model.mse_mean / base.mse_mean,
+                         blind_rel_mse_mean=base.rel_mse_mean, target_var=model.target_var_mean,
+                         x_dist=params["x_dist"], x_scale=params["x_scale"])
+    return table[F_COLUMNS]
+
+
+def _seeds(runs: pd.DataFrame, order: list[tuple]) -> list[list[int]]:
+    by = {k: sorted(g.seed.tolist()) for k, g in runs.groupby(["f", "p"])}
+    return [by.get(o, []) for o in order]
 
 
 def gd_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
-    rows = []
-    for f in params["fs"]:
-        for p in params["p_sweep"]:
-            sel = _select(runs, f, p)
-            a = summarise(sel.gd_mse.to_numpy(), prefix="gd_mse")
-            b = summarise(sel.gd_rel.to_numpy(), prefix="gd_rel")
-            rows.append({"f": f, "p": p, "eta": params["gd_eta"], "gd_mse_mean": a["gd_mse_mean"], "gd_mse_std": a["gd_mse_std"],
-                         "gd_rel_mean": b["gd_rel_mean"], "gd_rel_std": b["gd_rel_std"],
-                         "step_sq_norm": float(sel.step_sq_norm.mean()), "n_seeds": a["n_seeds"]})
-    return pd.DataFrame(rows, columns=GD_COLUMNS)
+    order = [(f, p) for f in params["fs"] for p in params["p_sweep"]]
+    table = summarise_by(runs, ["f", "p"], ["gd_mse", "gd_rel"], order, means={"step_sq_norm": "step_sq_norm"})
+    return table.assign(eta=params["gd_eta"])[GD_COLUMNS]
 
 
 def _setup(params: dict, runs: pd.DataFrame) -> str:
@@ -425,58 +395,32 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, f_csv: str, gd_cs
                 label="tab:f-gd-step")
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="step", required=True)
-
-    # The model and its weight-blind baseline take the same arguments (the same budget by construction).
-    for step, fn, text in (("train", train_setting, "train one p, all seeds x f as one ensemble, evaluate on the held-out split"),
-                           ("blind", train_blind, "the weight-blind baseline of one p (tokens without w), same budget")):
-        p = sub.add_parser(step, help=text)
-        p.add_argument("--params", type=json_arg, required=True)
-        p.add_argument("--p", type=int, required=True)
-        p.add_argument("--seeds", type=int, nargs="+", required=True)
-        p.add_argument("--out-dir", required=True)
-        p.add_argument("--checkpoint")
-        p.add_argument("--device", default="auto")
-        p.add_argument("--threads", type=int)
-        p.set_defaults(func=lambda a, fn=fn: fn(a.params, a.p, a.seeds, a.out_dir, a.checkpoint, a.device, a.threads) and 0)
-
-    p = sub.add_parser("aggregate", help="f_emulation, f_gd_step and f_emulation_ablation tables from per-seed metrics")
-    p.add_argument("--params", type=json_arg, required=True)
-    p.add_argument("--metrics", nargs="+", required=True)
-    p.add_argument("--blind-metrics", nargs="+", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--f-table", required=True)
-    p.add_argument("--gd-table", required=True)
-    p.add_argument("--ablation-table", required=True)
-    p.add_argument("--ablation-runs", required=True)
-    p.set_defaults(func=lambda a: aggregate(a.params, a.metrics, a.runs, a.f_table, a.gd_table, a.blind_metrics,
-                                            a.ablation_table, a.ablation_runs))
-
-    p = sub.add_parser("ablation-figure", help="ablated MSE relative to the weight-blind baseline, per f and p")
-    p.add_argument("--table", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
-    p.set_defaults(func=_ablation_figure)
-
-    p = sub.add_parser("figure", help="error vs p, one line per f")
-    p.add_argument("--table", required=True)
-    p.add_argument("--gd-table", required=True)
-    p.add_argument("--runs", required=True)
-    p.add_argument("--out", required=True, help="output stem (writes .pdf and .png)")
-    p.set_defaults(func=_figure)
-
-
-def _figure(a: argparse.Namespace) -> int:
+def figure(table: str, gd_table: str, runs_csv: str, out: str) -> None:
     from algo_emu.plots import theorem31 as pt
 
-    pt.f_emulation_figure(a.table, a.gd_table, a.runs, a.out)
-    return 0
+    pt.f_emulation_figure(table, gd_table, runs_csv, out)
 
 
-def _ablation_figure(a: argparse.Namespace) -> int:
+def ablation_figure(table: str, runs_csv: str, out: str) -> None:
     from algo_emu.plots import ablation as pa
 
-    pa.ablation_figure(a.table, a.runs, a.out, panel="f", hue="p",
+    pa.ablation_figure(table, runs_csv, out, panel="f", hue="p",
                        title="Theorem 3.1: frozen model with w in the prompt ablated")
-    return 0
+
+
+# The model and its weight-blind baseline take the same arguments (the same budget by construction).
+TRAIN_ARGS = [cli.PARAMS, arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME]
+STEPS = [
+    Step("train", "train one p, all seeds x f as one ensemble, evaluate on the held-out split", train_setting, TRAIN_ARGS),
+    Step("blind", "the weight-blind baseline of one p (tokens without w), same budget", train_blind, TRAIN_ARGS),
+    Step("aggregate", "f_emulation, f_gd_step and f_emulation_ablation tables from per-seed metrics", aggregate,
+         [cli.PARAMS, cli.METRICS, arg("--blind-metrics", nargs="+", required=True), cli.RUNS,
+          arg("--f-table", "f_csv", required=True), arg("--gd-table", "gd_csv", required=True),
+          arg("--ablation-table", "ablation_csv", required=True),
+          arg("--ablation-runs", "ablation_runs_csv", required=True)]),
+    Step("ablation-figure", "ablated MSE relative to the weight-blind baseline, per f and p", ablation_figure,
+         [cli.TABLE, cli.RUNS, cli.FIGURE]),
+    Step("figure", "error vs p, one line per f", figure,
+         [cli.TABLE, arg("--gd-table", required=True), cli.RUNS, cli.FIGURE]),
+]
+add_parser = cli.steps_parser(STEPS)

@@ -1,0 +1,123 @@
+"""One run record for every trained experiment, and its tidy view (issue 9, item 2).
+
+Every trained experiment writes one ``metrics.json`` per seed (through :class:`algo_emu.runner.Runner`).
+What a table reads from those files is declared once per experiment as a :class:`RunSpec`: which
+columns identify the setting, which are metrics, which are provenance, and where in the record each
+one lives. :func:`load_runs` is the one loader (one row per seed and per item of ``spec.rows``, e.g.
+per target, per f, per algorithm); :func:`tidy` turns its rows into the long form
+``(experiment, <setting columns>, seed, metric, value)``; :func:`algo_emu.tables.summarise_by` is the
+one aggregation every table uses. Each experiment keeps only its spec, its column choice and its
+caption.
+
+Torch-free (the report and refset read records without it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from algo_emu.io import read_json
+
+__all__ = ["KEY", "Get", "RunSpec", "load_runs", "tidy", "TIDY_COLUMNS"]
+
+#: Stands for the row key (the key of the item of ``spec.rows`` a row comes from).
+KEY = "<key>"
+_REQUIRED = object()
+TIDY_COLUMNS = ["experiment", "seed", "metric", "value"]
+
+
+@dataclass(frozen=True)
+class Get:
+    """A value in a record: a dotted ``path`` from the record (``"setting.heads"``), or from the row's item
+    when it starts with ``@`` (``"@.mse"``; ``"@"`` is the item itself). ``{key}`` in the path is the row
+    key. Without ``default`` a missing field is an error naming the file and the path."""
+
+    path: str
+    default: Any = _REQUIRED
+
+    def __call__(self, record: Mapping, key: str, item: Any, source: str) -> Any:
+        parts = self.path.replace("{key}", str(key)).split(".")
+        node: Any = item if parts[0] == "@" else record
+        for part in parts[1:] if parts[0] == "@" else parts:
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif self.default is not _REQUIRED:
+                return self.default
+            else:
+                raise ValueError(f"{source}: the record has no field {self.path.replace('{key}', str(key))!r}")
+        return node
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one experiment's per-seed records hold, as table rows.
+
+    ``rows``: dotted path to the mapping whose items become rows (one row per item per record);
+    ``columns``: column -> :data:`KEY`, a :class:`Get`, a dotted path string (a required :class:`Get`)
+    or a callable ``(record, key, item) -> value``, in the output column order; ``setting``: the columns
+    that identify a setting (with ``seed``, a row); ``metrics``: the numeric results (:func:`tidy`);
+    every other column is provenance. ``check``: ``(record, source) -> None``, raising on a record this
+    spec must not read (e.g. a baseline's record given as a model's)."""
+
+    experiment: str
+    rows: str
+    columns: Mapping[str, Any]
+    setting: Sequence[str]
+    metrics: Sequence[str]
+    check: Callable[[Mapping, str], None] | None = None
+    empty: str = "no metrics files given"
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in [*self.setting, *self.metrics, "seed"] if c not in self.columns]
+        if unknown:
+            raise ValueError(f"RunSpec {self.experiment!r}: setting/metric column(s) {unknown} not among its columns")
+
+
+def _value(source: Any, record: Mapping, key: str, item: Any, where: str) -> Any:
+    if source is KEY:
+        return key
+    if isinstance(source, str):
+        source = Get(source)
+    if isinstance(source, Get):
+        return source(record, key, item, where)
+    return source(record, key, item)
+
+
+def load_runs(paths: Sequence[str], spec: RunSpec) -> pd.DataFrame:
+    """One row per (record, item of ``spec.rows``), columns as ``spec.columns`` declares them."""
+    rows = []
+    for path in paths:
+        record = read_json(path)
+        if spec.check is not None:
+            spec.check(record, str(path))
+        items = Get(spec.rows)(record, "", None, str(path))
+        for key, item in items.items():
+            rows.append({col: _value(src, record, key, item, str(path)) for col, src in spec.columns.items()})
+    if not rows:
+        raise ValueError(spec.empty)
+    return pd.DataFrame(rows, columns=list(spec.columns))
+
+
+def tidy(runs: pd.DataFrame, spec: RunSpec) -> pd.DataFrame:
+    """The long form of :func:`load_runs`' rows: ``experiment, <setting columns>, seed, metric, value``,
+    one row per (setting, seed, metric); values as floats (None -> NaN)."""
+    cols = [*spec.setting, "seed"]
+    long = runs.melt(id_vars=cols, value_vars=list(spec.metrics), var_name="metric", value_name="value")
+    long["value"] = pd.to_numeric(long["value"], errors="coerce").astype(float)
+    long.insert(0, "experiment", spec.experiment)
+    return long[["experiment", *cols, "metric", "value"]]
+
+
+def last(path: str) -> Callable[[Mapping, str, Any], float]:
+    """The last element of the list at ``path`` (NaN when the list is empty): a final training loss."""
+    get = Get(path)
+
+    def value(record: Mapping, key: str, item: Any) -> float:
+        seq = get(record, key, item, "record")
+        return seq[-1] if seq else math.nan
+
+    return value

@@ -1,0 +1,219 @@
+"""The one runner, run record, aggregation and step declaration (issue 9, items 1-2)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from algo_emu import cli, records
+from algo_emu.records import KEY, Get, RunSpec
+from algo_emu.tables import summarise, summarise_by
+
+
+def _write(tmp_path, name, record):
+    path = tmp_path / name
+    path.write_text(json.dumps(record))
+    return str(path)
+
+
+SPEC = RunSpec(
+    experiment="demo", rows="by_f",
+    columns={"f": KEY, "p": "setting.p", "seed": "seed", "mse": "@.mse", "var": Get("@.var", math.nan),
+             "final": records.last("@.loss"), "device": "environment.device"},
+    setting=("f", "p"), metrics=("mse", "var", "final"),
+)
+
+
+def _record(seed, p=4, mse=(1.0, 2.0)):
+    return {"seed": seed, "setting": {"p": p}, "environment": {"device": "cpu"},
+            "by_f": {"tanh": {"mse": mse[0], "var": 3.0, "loss": [5.0, 4.0]}, "relu": {"mse": mse[1], "loss": []}}}
+
+
+def test_load_runs_rows_columns_defaults_and_tidy(tmp_path):
+    paths = [_write(tmp_path, f"s{s}.json", _record(s, mse=(1.0 + s, 2.0 * s))) for s in (0, 1)]
+    runs = records.load_runs(paths, SPEC)
+    assert list(runs.columns) == ["f", "p", "seed", "mse", "var", "final", "device"]
+    assert len(runs) == 4
+    row = runs[(runs.f == "relu") & (runs.seed == 1)].iloc[0]
+    assert row.mse == 2.0 and math.isnan(row["var"]) and math.isnan(row.final)   # defaults and an empty list
+    assert runs[(runs.f == "tanh") & (runs.seed == 0)].iloc[0].final == 4.0          # the last loss
+    long = records.tidy(runs, SPEC)
+    assert list(long.columns) == ["experiment", "f", "p", "seed", "metric", "value"]
+    assert len(long) == 4 * 3 and set(long.metric) == {"mse", "var", "final"}
+    assert long[(long.f == "tanh") & (long.seed == 1) & (long.metric == "mse")].value.item() == 2.0
+
+
+def test_load_runs_errors_name_the_file_and_field(tmp_path):
+    bad = _record(0)
+    del bad["setting"]
+    path = _write(tmp_path, "bad.json", bad)
+    with pytest.raises(ValueError, match=r"bad\.json: the record has no field 'setting\.p'"):
+        records.load_runs([path], SPEC)
+    with pytest.raises(ValueError, match="no metrics files given"):
+        records.load_runs([], SPEC)
+
+    def refuse(record, source):
+        raise ValueError(f"{source}: refused")
+
+    spec = RunSpec("demo", "by_f", SPEC.columns, SPEC.setting, SPEC.metrics, check=refuse)
+    with pytest.raises(ValueError, match="ok.json: refused"):
+        records.load_runs([_write(tmp_path, "ok.json", _record(0))], spec)
+    with pytest.raises(ValueError, match=r"setting/metric column\(s\) \['nope'\]"):
+        RunSpec("demo", "by_f", SPEC.columns, ("nope",), ())
+
+
+def test_summarise_by_equals_summarise_per_setting_in_seed_order():
+    rng = np.random.default_rng(3)
+    rows = [{"f": f, "p": p, "seed": s, "mse": float(rng.normal()), "var": float(rng.normal())}
+            for f in ("a", "b") for p in (4, 8) for s in (2, 0, 1)]  # seeds out of order on purpose
+    runs = pd.DataFrame(rows)
+    order = [("b", 8), ("a", 4)]
+    table = summarise_by(runs, ["f", "p"], {"mse": "err"}, order, means=["var"])
+    assert list(table[["f", "p"]].itertuples(index=False, name=None)) == order
+    for (f, p), got in zip(order, table.to_dict("records")):
+        sel = runs[(runs.f == f) & (runs.p == p)].sort_values("seed")
+        want = summarise(sel.mse.to_numpy(), prefix="err")
+        assert {k: got[k] for k in want} == want  # bit for bit, the bootstrap CI included
+        assert got["var_mean"] == float(sel["var"].mean())
+    # the CI depends on the seed order: shuffled input gives the same numbers
+    shuffled = summarise_by(runs.sample(frac=1, random_state=0), ["f", "p"], {"mse": "err"}, order, means=["var"])
+    pd.testing.assert_frame_equal(table, shuffled)
+
+
+def test_summarise_by_missing_and_duplicate_settings():
+    runs = pd.DataFrame([{"f": "a", "seed": 0, "mse": 1.0}, {"f": "a", "seed": 1, "mse": 2.0}])
+    with pytest.raises(ValueError, match="no runs for f=b"):
+        summarise_by(runs, ["f"], ["mse"], [("a",), ("b",)])
+    missing: list[str] = []
+    table = summarise_by(runs, ["f"], ["mse"], [("b",), ("a",)], missing=missing)
+    assert missing == ["f=b"] and table.f.tolist() == ["a"] and table.n_seeds.tolist() == [2]
+    twice = pd.concat([runs, runs.iloc[:1]])
+    with pytest.raises(ValueError, match="seed listed twice for f=a"):
+        summarise_by(twice, ["f"], ["mse"])
+    with pytest.raises(ValueError, match=r"summarise_by: missing column\(s\) \['nope'\]"):
+        summarise_by(runs, ["f"], ["nope"])
+
+
+# --------------------------------------------------------------------------- steps declared once
+
+
+def _experiment_steps():
+    for name, modname in cli.EXPERIMENTS.items():
+        module = importlib.import_module(modname)
+        yield name, module, getattr(module, "STEPS", None)
+
+
+def test_every_experiment_declares_its_steps_and_each_step_binds_its_function():
+    for name, module, steps in _experiment_steps():
+        assert steps, f"{name}: no STEPS declared"
+        for step in steps:
+            sig = inspect.signature(step.func)
+            dests = [a.dest for a in step.args]
+            assert len(set(dests)) == len(dests), f"{name} {step.name}: an option declared twice"
+            sig.bind(**{d: None for d in dests})  # TypeError names an option the function does not take
+            required = [p for p, v in sig.parameters.items() if v.default is inspect.Parameter.empty]
+            assert set(required) <= set(dests), f"{name} {step.name}: {set(required) - set(dests)} has no option"
+
+
+def test_shared_options_are_declared_once_and_train_steps_use_them():
+    train_steps = {("heads", "train"), ("theorem31", "train"), ("theorem31", "blind"), ("statistical", "train"),
+                   ("statistical", "evaluate"), ("ames", "train"), ("ames", "evaluate")}
+    seen = set()
+    for name, _, steps in _experiment_steps():
+        for step in steps:
+            if (name, step.name) in train_steps:
+                seen.add((name, step.name))
+                assert cli.DEVICE in step.args and cli.THREADS in step.args, f"{name} {step.name}"
+                assert cli.SEEDS in step.args
+    assert seen == train_steps
+
+
+def test_a_step_calls_its_function_with_the_parsed_options(tmp_path):
+    calls = []
+
+    def fn(params, H, out_dir, device_spec="auto", threads=None, flag=False):
+        calls.append((params, H, out_dir, device_spec, threads, flag))
+
+    parser = argparse.ArgumentParser()
+    cli.steps_parser([cli.Step("go", "help", fn, [cli.PARAMS, cli.arg("--heads", "H", type=int, required=True),
+                                                  cli.OUT_DIR, *cli.RUNTIME, cli.arg("--flag", action="store_true")])])(parser)
+    args = parser.parse_args(["go", "--params", '{"a": 1}', "--heads", "3", "--out-dir", "x", "--threads", "2"])
+    assert args.func(args) == 0
+    assert calls == [({"a": 1}, 3, "x", "auto", 2, False)]
+    assert "--heads HEADS" in parser._subparsers._group_actions[0].choices["go"].format_usage()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["go", "--params", "[1, 2]", "--heads", "3", "--out-dir", "x"])  # not a JSON object
+    with pytest.raises(ValueError, match="steps declared twice"):
+        cli.steps_parser([cli.Step("go", "", fn, []), cli.Step("go", "", fn, [])])
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+def test_train_config_reads_the_section_then_the_schema_defaults():
+    from algo_emu.runner import train_config
+    from algo_emu.train import TrainConfig
+
+    cfg = train_config("heads", {"epochs": 3, "lr": 0.5})
+    assert cfg == TrainConfig(epochs=3, batch_size=32, lr=0.5, checkpoint_every=1, compile=False)
+    assert train_config("theorem31", {"epochs": 2}, stream="theorem31/shuffle").stream == "theorem31/shuffle"
+    from algo_emu.config import schema_defaults
+
+    assert train_config("heads", {}).epochs == schema_defaults("heads")["epochs"]  # the schema, not a Python literal
+
+
+def test_runner_fingerprint_resumes_only_the_same_run_and_writes_records(tmp_path):
+    import torch
+
+    from algo_emu.runner import Runner, train_config
+    from algo_emu.train import Member
+
+    class Task:
+        members = [Member(0, "a")]
+        n_train = 8
+
+        def __init__(self):
+            g = torch.Generator().manual_seed(0)
+            self.x = torch.randn(1, 8, 2, generator=g)
+
+        def batch(self, index):
+            x = self.x[:, index]
+            return x, x.sum(-1, keepdim=True)
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Linear(2, 1)
+
+    class Ens(torch.nn.Module):  # (E, B, d) -> (E, B, 1)
+        def __init__(self):
+            super().__init__()
+            self.lin = model()
+            self.out_mask = torch.ones(1, 1)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    from algo_emu.runtime import config_hash
+
+    run = Runner("demo", "cpu", 1)
+    cfg = train_config("heads", {"epochs": 2, "batch_size": 4})
+    ckpt = tmp_path / "ck.pt"
+    first = run.train(Ens(), Task(), cfg, {"a": 1}, ckpt, seeds=[0])
+    assert first.epochs_run == 2
+    # the fingerprint: the run's parameters with its seeds (and any extra), then the code version
+    assert torch.load(ckpt, weights_only=False)["fingerprint"].split("|")[0] == config_hash({"a": 1, "seeds": [0]})
+    run.train(Ens(), Task(), cfg, {"a": 1}, ckpt, fingerprint_extra={"group": 2})
+    assert torch.load(ckpt, weights_only=False)["fingerprint"].split("|")[0] == config_hash({"a": 1, "group": 2})
+    timing = run.timing(first, eval_seconds=1.0)
+    assert timing["epochs_run_this_call"] == 2 and timing["eval_seconds"] == 1.0 and timing["wall_seconds_job"] > 0
+    assert run.restarted().device == run.device and run.restarted().t0 > run.t0
+    out = run.write_records(tmp_path / "out", {0: {"seed": 0, **run.provenance({"a": 1})}})
+    written = json.loads((tmp_path / "out" / "seed0" / "metrics.json").read_text())
+    assert written == out[0] and written["params"] == {"a": 1} and len(written["config_hash"]) == 16
