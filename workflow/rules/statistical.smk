@@ -31,6 +31,7 @@ rule statistical_train:
     wildcard_constraints:
         stat_mode="fitted|reference_code",
     params:
+        blind="",
         cfg=STAT_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
@@ -41,22 +42,24 @@ rule statistical_train:
         "results/benchmarks/statistical_train_{stat_mode}_H{heads}.tsv"
     threads: config["threads"]
     resources:
-        # every seed's prompts (N x (n + m) x (2d + 2) float32) plus data-generation temporaries
+        # every seed's prompts (N x (n + m) x (2d + 2) float32) plus data-generation temporaries; the
+        # weight-blind baseline below has the same prompts and budget and a narrower input layer
         mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
         runtime=lambda wc: 30 + 10 * STAT["epochs"],
     shell:
-        "{PY} -m algo_emu statistical train --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
+        "{PY} -m algo_emu statistical train {params.blind}--params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
         "--seeds {params.seeds} --model {output.model} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
-rule statistical_train_blind:
+# The weight-blind baseline of each (mode, H): the same job as statistical_train (resources, shell) with
+# `--blind` (tokens without the weights), its own model file, checkpoint, log and benchmark.
+use rule statistical_train as statistical_train_blind with:
     output:
         model="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
         sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
-    wildcard_constraints:
-        stat_mode="fitted|reference_code",
     params:
+        blind="--blind ",
         cfg=STAT_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
@@ -65,15 +68,6 @@ rule statistical_train_blind:
         "logs/statistical/train_blind_{stat_mode}_H{heads}.log",
     benchmark:
         "results/benchmarks/statistical_train_blind_{stat_mode}_H{heads}.tsv"
-    threads: config["threads"]
-    resources:
-        # as statistical_train (the same prompts and budget; a narrower input layer)
-        mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
-        runtime=lambda wc: 30 + 10 * STAT["epochs"],
-    shell:
-        "{PY} -m algo_emu statistical train --blind --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --model {output.model} --checkpoint {params.checkpoint} "
-        "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
 rule statistical_evaluate:

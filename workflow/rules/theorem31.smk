@@ -27,6 +27,7 @@ rule theorem31_train:
     output:
         expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
+        step="train",
         cfg=T31_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
@@ -38,19 +39,23 @@ rule theorem31_train:
         "results/benchmarks/theorem31_train_p{p}.tsv"
     threads: config["threads"]
     resources:
-        # the prompts of every seed (N x n x (2d+1) float32) plus the model and its Adam state
+        # the prompts of every seed (N x n x (2d+1) float32) plus the model and its Adam state; the
+        # weight-blind baseline below has the same prompts and budget and a narrower input layer
         mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (2 * T31["d"] + 1) * 4 // 10**6 * 2,
         runtime=lambda wc: 30 + 15 * T31["epochs"],
     shell:
-        "{PY} -m algo_emu theorem31 train --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
+        "{PY} -m algo_emu theorem31 {params.step} --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
         "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
-rule theorem31_blind:
+# The weight-blind baseline of each p: the same job as theorem31_train (resources, shell), step `blind`
+# (tokens [x_i; y_i] without w), its own outputs, checkpoint, log and benchmark.
+use rule theorem31_train as theorem31_blind with:
     output:
         expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
+        step="blind",
         cfg=T31_TRAIN_CFG,
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
@@ -60,15 +65,6 @@ rule theorem31_blind:
         "logs/theorem31/blind_p{p}.log",
     benchmark:
         "results/benchmarks/theorem31_blind_p{p}.tsv"
-    threads: config["threads"]
-    resources:
-        # as theorem31_train (the same prompts and budget; a narrower input layer)
-        mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (2 * T31["d"] + 1) * 4 // 10**6 * 2,
-        runtime=lambda wc: 30 + 15 * T31["epochs"],
-    shell:
-        "{PY} -m algo_emu theorem31 blind --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
-        "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
-        "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
 rule theorem31_aggregate:
