@@ -119,11 +119,10 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
     baselines = list(BASELINE_ORDER) + gd_names
     main_train = [m for m in train_metrics if m["variant"] == "gaussian"]
     steps = main_train[0]["steps"] if main_train else None
-    wall = [m["train_wall_s"] for m in main_train]
     m = params["model"]
     scale = (f"d={d}, k_max={K}, tau={tau:g}, sigma={sigma:g}; transformer {m['layers']} layers x d_model {m['d_model']} "
-             f"({m['heads']} heads, ff {m['ff']}), {steps} steps x batch {params['train']['batch_size']} "
-             f"(~{np.mean(wall):.0f} s/seed); {len(seeds)} seeds x {ev['n_prompts']} test prompts")
+             f"({m['heads']} heads, ff {m['ff']}), {steps} steps x batch {params['train']['batch_size']}; "
+             f"{len(seeds)} seeds x {ev['n_prompts']} test prompts")
     cscale = (f"float64, no training; d={params['equivalence']['d']}, k={params['equivalence']['k']}, "
               f"{params['equivalence']['instances']} prompts x {len(seeds)} seeds")
     rows: list[dict] = []

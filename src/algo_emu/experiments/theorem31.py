@@ -280,7 +280,6 @@ RUNS = RunSpec(
         "eta": "params.gd_eta", "x_dist": "params.x_dist", "x_scale": "params.x_scale",
         "epochs": "params.epochs", "n_prompts": "params.n_prompts",
         "device": "environment.device", "config_hash": "config_hash",
-        "train_seconds": "timing.train_seconds_this_call",
     },
     setting=("f", "p", "heads"),
     metrics=("mse", "rel_mse", "target_var", "gd_mse", "gd_rel", "step_sq_norm", "final_train_loss"),
