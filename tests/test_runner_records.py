@@ -105,7 +105,7 @@ def test_summarise_by_missing_and_duplicate_settings():
 
 
 def _experiment_steps():
-    for name, modname in cli.EXPERIMENTS.items():
+    for name, modname in {**cli.EXPERIMENTS, "report": "algo_emu.report.__main__"}.items():
         module = importlib.import_module(modname)
         yield name, module, getattr(module, "STEPS", None)
 

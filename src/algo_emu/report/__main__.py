@@ -6,25 +6,25 @@ import argparse
 import logging
 import sys
 
-from algo_emu.cli import json_arg
+from algo_emu.cli import Step, arg, json_object, steps_parser
 from algo_emu.report import MissingOutputs
 
 
-def _replication(a: argparse.Namespace) -> int:
+def replication_step(config: dict, config_name: str, out_md: str, out_csv: str, tables_dir: str = "results/tables",
+                     essay: str | None = None) -> None:
     from algo_emu.report import replication
 
-    frame = replication.write(a.tables_dir, a.config, a.config_name, a.out_md, a.out_csv, essay=a.essay,
+    frame = replication.write(tables_dir, config, config_name, out_md, out_csv, essay=essay,
                               provenance={"Commit": _commit()})
-    logging.info("replication: %d rows -> %s, %s", len(frame), a.out_md, a.out_csv)
-    return 0
+    logging.info("replication: %d rows -> %s, %s", len(frame), out_md, out_csv)
 
 
-def _manifest(a: argparse.Namespace) -> int:
+def manifest_step(config: dict, outputs: list[str], out: str, configfiles: list[str] = (),
+                  benchmarks: str = "results/benchmarks") -> None:
     from algo_emu.report import manifest
 
-    m = manifest.write(a.out, a.outputs, a.config, a.configfiles, a.benchmarks)
-    logging.info("manifest: %d outputs hashed -> %s", m["n_outputs"], a.out)
-    return 0
+    m = manifest.write(out, outputs, config, list(configfiles), benchmarks)
+    logging.info("manifest: %d outputs hashed -> %s", m["n_outputs"], out)
 
 
 def _commit() -> str:
@@ -34,24 +34,22 @@ def _commit() -> str:
     return f"{g['commit']}{' (working tree dirty)' if g['dirty'] else ''}"
 
 
+CONFIG = arg("--config", type=json_object, required=True, help="the resolved config (JSON)")
+STEPS = [
+    Step("replication", "results/replication.md + results/tables/replication.csv", replication_step,
+         [arg("--tables-dir", default="results/tables"), CONFIG,
+          arg("--config-name", required=True, help="the config file(s) the run used, for the scale column"),
+          arg("--essay", help="results/tables/essay_claims.csv, when the run made it"),
+          arg("--out-md", required=True), arg("--out-csv", required=True)]),
+    Step("manifest", "results/manifest.json: hashes, commit, config hash, versions, device, timings", manifest_step,
+         [CONFIG, arg("--configfiles", nargs="*", default=[]), arg("--benchmarks", default="results/benchmarks"),
+          arg("--outputs", nargs="+", required=True), arg("--out", required=True)]),
+]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m algo_emu.report", description=__doc__)
-    sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("replication", help="results/replication.md + results/tables/replication.csv")
-    p.add_argument("--tables-dir", default="results/tables")
-    p.add_argument("--config", type=json_arg, required=True, help="the resolved config (JSON)")
-    p.add_argument("--config-name", required=True, help="the config file(s) the run used, for the scale column")
-    p.add_argument("--essay", help="results/tables/essay_claims.csv, when the run made it")
-    p.add_argument("--out-md", required=True)
-    p.add_argument("--out-csv", required=True)
-    p.set_defaults(func=_replication)
-    p = sub.add_parser("manifest", help="results/manifest.json: hashes, commit, config hash, versions, device, timings")
-    p.add_argument("--config", type=json_arg, required=True)
-    p.add_argument("--configfiles", nargs="*", default=[])
-    p.add_argument("--benchmarks", default="results/benchmarks")
-    p.add_argument("--outputs", nargs="+", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=_manifest)
+    steps_parser(STEPS)(parser)
     return parser
 
 
