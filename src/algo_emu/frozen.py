@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 import torch
 
 from algo_emu.io import read_json, save_torch, sha256_file, tensor_digest, write_json
+from algo_emu.io import sidecar  # noqa: F401  (one definition, in io; re-exported)
 
 FORMAT_VERSION = 1
 
@@ -36,11 +37,6 @@ def parameter_digest(module: torch.nn.Module) -> str:
     """sha256 over the names, dtypes, shapes and raw bytes of every parameter and buffer
     (:func:`algo_emu.io.tensor_digest` of the named tensors)."""
     return tensor_digest(list(module.named_parameters()) + list(module.named_buffers()))
-
-
-def sidecar(path: str | Path) -> Path:
-    path = Path(path)
-    return path.with_name(path.name + ".json")
 
 
 def save_frozen(path: str | Path, model: torch.nn.Module, meta: dict, extra: dict | None = None) -> dict:

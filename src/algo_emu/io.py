@@ -205,3 +205,9 @@ def write_csv(path: str | os.PathLike, frame) -> None:
     """Write a pandas DataFrame atomically (no index, full float precision)."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.10g")
+
+
+def sidecar(path: str | os.PathLike) -> Path:
+    """``<path>.json``: the JSON sidecar of a data or model file."""
+    path = Path(path)
+    return path.with_name(path.name + ".json")

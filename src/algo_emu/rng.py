@@ -37,3 +37,12 @@ def torch_stream(seed: int, *names: object) -> torch.Generator:
 def numpy_stream(seed: int, *names: object) -> np.random.Generator:
     """A numpy ``Generator`` (PCG64) for the named sub-stream."""
     return np.random.default_rng(derive(seed, *names))
+
+
+def split_indices(seed: int, experiment: str, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train indices, test indices), each sorted, of one seed's ``n_prompts`` prompts: a permutation from
+    the stream ``(seed, experiment, "split")``, its first ``round(n_prompts * test_fraction)`` held out.
+    Shared by every member of the seed (K/Q/V, every f)."""
+    perm = torch.randperm(n_prompts, generator=torch_stream(seed, experiment, "split"))
+    n_test = round(n_prompts * test_fraction)
+    return perm[n_test:].sort().values, perm[:n_test].sort().values

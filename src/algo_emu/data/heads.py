@@ -35,7 +35,8 @@ from pathlib import Path
 import torch
 
 from algo_emu.io import read_json, save_torch, sha256_file, write_json
-from algo_emu.rng import torch_stream
+from algo_emu.io import sidecar  # noqa: F401  (one definition, in io; re-exported)
+from algo_emu.rng import split_indices, torch_stream
 
 TARGETS = ("paper", "reference_code")
 from algo_emu.experiments.heads_settings import PROTOCOLS  # noqa: E402  (one definition)
@@ -65,10 +66,8 @@ def generate(seed: int, n_prompts: int, n_tokens: int, d: int, target_hidden: in
 
 
 def split(seed: int, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train indices, test indices) of one seed; shared by its K, Q and V emulators."""
-    perm = torch.randperm(n_prompts, generator=torch_stream(seed, "heads", "split"))
-    n_test = round(n_prompts * test_fraction)
-    return perm[n_test:].sort().values, perm[:n_test].sort().values
+    """(train indices, test indices) of one seed; shared by its K, Q and V emulators (:func:`algo_emu.rng.split_indices`)."""
+    return split_indices(seed, "heads", n_prompts, test_fraction)
 
 
 def attention_weights(scores: torch.Tensor, target: str) -> torch.Tensor:
@@ -113,11 +112,6 @@ def write_dataset(path: str | Path, seed: int, params: dict, protocol: str = "in
     }
     write_json(sidecar(path), meta)
     return meta
-
-
-def sidecar(path: str | Path) -> Path:
-    path = Path(path)
-    return path.with_name(path.name + ".json")
 
 
 def load_dataset(path: str | Path, params: dict | None = None) -> dict[str, torch.Tensor]:

@@ -35,7 +35,7 @@ from algo_emu.data import theorem31 as t31
 from algo_emu.frozen import frozen
 from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
-from algo_emu.rng import torch_stream
+from algo_emu.rng import split_indices, torch_stream
 from algo_emu.tables import summarise_by, write_table
 from algo_emu.runner import Runner, train_config
 from algo_emu.train import Member
@@ -61,10 +61,8 @@ def layout(d: int) -> ab.PromptLayout:
 
 
 def split(seed: int, n_prompts: int, test_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train indices, test indices) of one seed, shared by all its f members."""
-    perm = torch.randperm(n_prompts, generator=torch_stream(seed, EXPERIMENT, "split"))
-    n_test = round(n_prompts * test_fraction)
-    return perm[n_test:].sort().values, perm[:n_test].sort().values
+    """(train indices, test indices) of one seed, shared by all its f members (:func:`algo_emu.rng.split_indices`)."""
+    return split_indices(seed, EXPERIMENT, n_prompts, test_fraction)
 
 
 def unpack(inputs: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
