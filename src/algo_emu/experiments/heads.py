@@ -29,6 +29,7 @@ import torch
 
 from algo_emu import paper_values
 from algo_emu import cli
+from algo_emu.config import schema_defaults
 from algo_emu.cli import Step, arg
 from algo_emu.data import heads as hd
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
@@ -44,6 +45,7 @@ from algo_emu.runner import Runner, train_config
 from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.heads")
+DEFAULTS = schema_defaults("heads")
 
 ROLES = ("K", "Q", "V")
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "target_hidden", "hidden", "epochs", "batch_size", "lr", "test_fraction")
@@ -147,14 +149,14 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
     model = EnsembleEmulator(
         [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
         d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=H,
-        total_tokens=p, attention=params.get("attention", "auto"),
+        total_tokens=p, attention=params.get("attention", DEFAULTS["attention"]),
     ).to(device)
     cfg = train_config("heads", params)
     run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.resolved_attention(device),
                                                        "protocol": protocol}
 
     def on_epoch(epoch: int, m: torch.nn.Module) -> dict:
-        every = params.get("eval_every", 0)
+        every = params.get("eval_every", DEFAULTS["eval_every"])
         if every and epoch % every == 0 and epoch < cfg.epochs:
             ev = task.evaluate(m, params["eval_batch_size"])
             key = "mse_by_target" if metric == "exact" else "mse_batchmean_by_target"
