@@ -58,6 +58,10 @@ def test_load_runs_errors_name_the_file_and_field(tmp_path):
         records.load_runs([path], SPEC)
     with pytest.raises(ValueError, match="no metrics files given"):
         records.load_runs([], SPEC)
+    no_loss = _record(0)
+    del no_loss["by_f"]["relu"]["loss"]
+    with pytest.raises(ValueError, match=r"noloss\.json: the record has no field '@\.loss'"):
+        records.load_runs([_write(tmp_path, "noloss.json", no_loss)], SPEC)
 
     def refuse(record, source):
         raise ValueError(f"{source}: refused")
@@ -93,7 +97,7 @@ def test_summarise_by_missing_and_duplicate_settings():
         summarise_by(runs, ["f"], ["mse"], [("a",), ("b",)])
     missing: list[str] = []
     table = summarise_by(runs, ["f"], ["mse"], [("b",), ("a",)], missing=missing)
-    assert missing == ["f=b"] and table.f.tolist() == ["a"] and table.n_seeds.tolist() == [2]
+    assert missing == [("b",)] and table.f.tolist() == ["a"] and table.n_seeds.tolist() == [2]
     twice = pd.concat([runs, runs.iloc[:1]])
     with pytest.raises(ValueError, match="seed listed twice for f=a"):
         summarise_by(twice, ["f"], ["mse"])

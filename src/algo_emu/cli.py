@@ -60,9 +60,9 @@ class Arg:
         if not self.dest:
             object.__setattr__(self, "dest", self.flag.lstrip("-").replace("-", "_"))
 
-    def to(self, dest: str, **kwargs) -> "Arg":
-        """This option passed as ``dest`` (and with ``kwargs`` changed)."""
-        return replace(self, dest=dest, kwargs={**self.kwargs, **kwargs})
+    def to(self, dest: str = "", **kwargs) -> "Arg":
+        """This option passed as ``dest`` (default: its own) and with ``kwargs`` changed."""
+        return replace(self, dest=dest or self.dest, kwargs={**self.kwargs, **kwargs})
 
 
 def arg(flag: str, dest: str = "", **kwargs) -> Arg:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from algo_emu.io import read_json
 
-__all__ = ["KEY", "Get", "RunSpec", "load_runs", "tidy", "TIDY_COLUMNS"]
+__all__ = ["KEY", "Get", "Last", "RunSpec", "load_runs", "last", "tidy", "TIDY_COLUMNS"]
 
 #: Stands for the row key (the key of the item of ``spec.rows`` a row comes from).
 KEY = "<key>"
@@ -112,12 +112,14 @@ def tidy(runs: pd.DataFrame, spec: RunSpec) -> pd.DataFrame:
     return long[["experiment", *cols, "metric", "value"]]
 
 
-def last(path: str) -> Callable[[Mapping, str, Any], float]:
+@dataclass(frozen=True)
+class Last(Get):
     """The last element of the list at ``path`` (NaN when the list is empty): a final training loss."""
-    get = Get(path)
 
-    def value(record: Mapping, key: str, item: Any) -> float:
-        seq = get(record, key, item, "record")
+    def __call__(self, record: Mapping, key: str, item: Any, source: str) -> Any:
+        seq = super().__call__(record, key, item, source)
         return seq[-1] if seq else math.nan
 
-    return value
+
+def last(path: str) -> Last:
+    return Last(path)

@@ -126,7 +126,7 @@ def summarise_by(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str]
     column -> output name, default ``<column>_mean``) averaged over the seeds. ``order``: the settings
     (tuples of key values) in table order; default every setting present, sorted. A setting of
     ``order`` without runs is a ValueError naming it, or, when a ``missing`` list is given, is skipped
-    and appended to it. A seed listed twice in one setting is a ValueError.
+    and its key values (a tuple) appended to it. A seed listed twice in one setting is a ValueError.
     """
     keys = list(keys)
     metrics = dict(metrics) if isinstance(metrics, Mapping) else {m: m for m in metrics}
@@ -139,10 +139,9 @@ def summarise_by(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str]
     for setting in wanted:
         sel = groups.get(setting)
         if sel is None:
-            what = ", ".join(f"{k}={v}" for k, v in zip(keys, setting))
             if missing is None:
-                raise ValueError(f"no runs for {what}")
-            missing.append(what)
+                raise ValueError("no runs for " + ", ".join(f"{k}={v}" for k, v in zip(keys, setting)))
+            missing.append(setting)
             continue
         sel = sel.sort_values("seed")
         if sel.seed.duplicated().any():

@@ -102,12 +102,6 @@ AMES_COLUMNS = [
     "spread_mse_mean", "target_var_mean", "blind_mse_mean", "mse_over_blind",
     "alpha_mean", "n_nonzero_coef_mean", "n_features_mean", "all_coef_zero", "intercept_in_prompt", "target",
 ]
-RUN_COLUMNS = [
-    "mode", "algorithm", "seed", "emulation_mse", "prediction_mse", "algorithm_mse", "algorithm_sklearn_mse",
-    "train_emulation_mse", "target_mse", "blind_mse", "mse_over_blind", "spread_mse", "target_var", "n_prompts",
-    "alpha", "n_nonzero_coef", "n_features", "all_coef_zero", "hidden", "epochs",
-    "bit_identical", "device", "config_hash", "data_provenance",
-]
 #: Built-in ablations per prompt set: every prompt of an algorithm set carries the same weights,
 #: so ``other_prompt`` is the identity there; they get ``other_algorithm`` (donor) instead.
 ALGORITHM_ABLATIONS: tuple[str, ...] = ("permuted", "random", "zeros")
@@ -641,7 +635,8 @@ RUNS = RunSpec(
     metrics=("emulation_mse", "prediction_mse", "algorithm_mse", "algorithm_sklearn_mse", "train_emulation_mse",
              "target_mse", "blind_mse", "mse_over_blind", "spread_mse", "target_var"),
 )
-assert list(RUNS.columns) == RUN_COLUMNS
+#: Columns of ames_runs.csv, in order.
+RUN_COLUMNS = list(RUNS.columns)
 
 
 def load_runs(paths: Sequence[str]) -> pd.DataFrame:
@@ -833,7 +828,7 @@ def figure(table: str, runs_csv: str, predictions: Sequence[str], out: str, abla
         pa.ablation_figure(ablation_table, table, ablation_out)
 
 
-PARAMS = cli.PARAMS.to("params", required=False, default={}, help="the ames config section as JSON")
+PARAMS = cli.PARAMS.to(required=False, default={}, help="the ames config section as JSON")
 MODE = arg("--mode", choices=MODES, required=True)
 PER_SEED = [arg("--prepared", "prepared_paths", nargs="+", required=True, help="prepared.npz per seed (same order)"),
             arg("--fits", "fits_paths", nargs="+", required=True, help="fits.npz per seed (same order)")]
@@ -845,11 +840,11 @@ STEPS = [
          [PARAMS, arg("--csv", "csv_path", required=True, help="raw CSV written by the download step"),
           arg("--provenance", "provenance_path", required=True,
               help="its provenance JSON (sha256 and column types are checked)"),
-          cli.SEED.to("seed", help="seed of the split stream ('ames', 'split')"),
+          cli.SEED.to(help="seed of the split stream ('ames', 'split')"),
           arg("--out", "out_npz", required=True, help="prepared.npz to write"),
           arg("--out-meta", required=True, help="JSON sidecar to write")]),
     Step("fit", "fit LinearRegression, Ridge, Lasso for one seed in one mode", fits.fit_seed,
-         [PARAMS, MODE, cli.SEED.to("seed", help="seed (CV folds stream ('ames', 'cv'))"),
+         [PARAMS, MODE, cli.SEED.to(help="seed (CV folds stream ('ames', 'cv'))"),
           arg("--prepared", "prepared_npz", required=True, help="prepared.npz of this seed"),
           arg("--out", "out_npz", required=True, help="fits.npz to write"),
           arg("--out-json", required=True, help="JSON summary to write")]),

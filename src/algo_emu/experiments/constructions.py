@@ -105,8 +105,8 @@ def figure(kind: str, table: str, out_stem: str, params: dict | None = None) -> 
     plots.plot(kind, pd.read_csv(table), out_stem)
 
 
-PARAMS = cli.PARAMS.to("params", required=False, default={}, help="the constructions config section as JSON")
-COMMON = [PARAMS, cli.SEEDS.to("seeds", help="seeds (random instances per seed)"),
+PARAMS = cli.PARAMS.to(required=False, default={}, help="the constructions config section as JSON")
+COMMON = [PARAMS, cli.SEEDS.to(help="seeds (random instances per seed)"),
           arg("--out-csv", required=True, help="table to write (results/tables/construction_<kind>.csv); .md and .tex "
                                                 "beside it"),
           arg("--out-per-seed", default=None, help="per-seed rows (CSV) to write"),
@@ -119,7 +119,7 @@ STEPS = [
     Step("multistep", "stacked GD modules: error after t steps vs t * eps", multistep, COMMON),
     Step("figure", "draw one figure from its table", figure,
          [arg("--kind", required=True, choices=["beta", "p", "n", "d", "library", "multistep"]),
-          PARAMS.to("params", help="the constructions config section (unused; figures read only the table)"),
+          PARAMS.to(help="the constructions config section (unused; figures read only the table)"),
           arg("--table", required=True, help="the table CSV written by the study/library/multistep step"),
           arg("--out-stem", required=True, help="figure path without suffix (.pdf and .png are written)")]),
 ]

@@ -126,7 +126,7 @@ def figure(params: dict, kind: str, out_stem: str, curves: str | None = None, eq
         plots.plot_equivalences(pd.read_csv(equivalences), out_stem)
 
 
-COMMON = [cli.PARAMS.to("params", help="the resolved essay config section as JSON"), cli.THREADS.to("threads", default=1)]
+COMMON = [cli.PARAMS.to(help="the resolved essay config section as JSON"), cli.THREADS.to(default=1)]
 STEPS = [
     Step("equivalences", "float64 hand-built attention vs GD / ridge / softmax (no training)", equivalences,
          [*COMMON, cli.SEEDS, arg("--out-csv", required=True)]),

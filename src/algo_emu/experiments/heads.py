@@ -166,7 +166,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
     log.info("setting %s H=%d p=%d: %d seeds x K/Q/V = %d members on %s", protocol, H, p, len(seeds), len(task.members), device)
     result = run.train(model, task, cfg, run_params, checkpoint, seeds=seeds, on_epoch=on_epoch)
     evaluation = task.evaluate(model, params["eval_batch_size"])
-    timing = run.timing(result)
+    timing, provenance = run.timing(result), run.provenance(run_params)
     out = {}
     for si, s in enumerate(seeds):
         ev = evaluation[s]
@@ -181,7 +181,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
             "target_var_by_target": ev["target_var_by_target"],
             "member_mse": ev["member_mse"], "history": history,
             "n_train": task.n_train, "n_test": int(task.X_test.shape[1]),
-            **run.provenance(run_params),
+            **provenance,
             # the keys every setting of the sweep shares: records with different values must not be mixed
             "sweep_config_hash": config_hash({k: params[k] for k in TRAIN_KEYS}), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
             "ensemble": {"members": len(task.members), "seeds": seeds},
@@ -229,11 +229,11 @@ def _summary_rows(runs: pd.DataFrame, params: dict, protocol: str, key: str, val
                   fixed: dict, missing: list, with_paper: bool) -> list[dict]:
     target0, metric = headline(protocol, params)
     order = [(target, v, *fixed.values()) for target in _target_order(target0) for v in values]
+    lost: list[tuple] = []
     table = summarise_by(runs[runs.protocol == protocol], ["target", key, *fixed], {METRICS[metric]: "mse"}, order,
-                         means=["target_var"], missing=[])
-    present = set(table[["target", key, *fixed]].itertuples(index=False, name=None)) if len(table) else set()
-    missing += [f"{protocol} {key}={o[1]} " + " ".join(f"{k}={x}" for k, x in zip(fixed, o[2:])) + f" target={o[0]}"
-                for o in order if o not in present]
+                         means=["target_var"], missing=lost)
+    missing += [f"{protocol} {key}={v} " + " ".join(f"{k}={x}" for k, x in zip(fixed, rest)) + f" target={target}"
+                for target, v, *rest in lost]
     rows = []
     for row in table.to_dict("records"):
         row = {"protocol": protocol, "target": row["target"], "metric": metric, key: row[key],

@@ -419,10 +419,10 @@ def paper_value(mode: str, algorithm: str, H: int) -> tuple[float, float]:
 
 def emulation_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
     order = [(mode, alg, H) for mode in params["modes"] for alg in algorithms(params, mode) for H in params["heads_sweep"]]
-    no_blind = runs[runs.blind_mse.isna()]
-    for o in order:
-        if ((no_blind["mode"] == o[0]) & (no_blind.algorithm == o[1]) & (no_blind.heads == o[2])).any():
-            raise ValueError(f"mode={o[0]}, algorithm={o[1]}, H={o[2]}: a run has no weight-blind baseline")
+    no_blind = set(runs.loc[runs.blind_mse.isna(), ["mode", "algorithm", "heads"]].itertuples(index=False, name=None))
+    for mode, alg, H in order:
+        if (mode, alg, H) in no_blind:
+            raise ValueError(f"mode={mode}, algorithm={alg}, H={H}: a run has no weight-blind baseline")
     table = summarise_by(runs, ["mode", "algorithm", "heads"], ["mse", "emulation", "prediction", "alg_error"], order,
                          means=["blind_mse"])
     paper = [paper_value(mode, alg, H) for mode, alg, H in order]

@@ -218,7 +218,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
     else:
         evaluation = task.evaluate(model, params["gd_eta"], chunk)
         ablations, frozen_record = evaluate_ablations(task, model, params)
-    timing = run.timing(result, eval_seconds=time.perf_counter() - t_eval)
+    timing, provenance = run.timing(result, eval_seconds=time.perf_counter() - t_eval), run.provenance(run_params)
     out = {}
     for s in seeds:
         by_f = {}
@@ -233,23 +233,14 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
                 res = dict(r)
                 res["train_loss"], res["ablation_mse"] = losses, ablations[e]
                 by_f[res.pop("f")] = res
-        if blind:
-            metrics = {
-                "experiment": EXPERIMENT, "weight_blind": True, "setting": {"p": p, "heads": params["heads"]}, "seed": s,
-                "by_f": by_f, "input": "tokens [x_i; y_i] (w removed)", "budget": train_budget(params, p),
-                **run.provenance(run_params), "data_sha256": task.data_sha256[s],
-                "frozen": frozen_record, "timing": timing, "environment": run.environment(),
-            }
-        else:
-            metrics = {
-                "experiment": EXPERIMENT, "setting": {"p": p, "heads": params["heads"]}, "seed": s, "by_f": by_f,
-                "n_train": task.n_train, "n_test": int(task.inputs_test.shape[1]),
-                **run.provenance(run_params), "data_sha256": task.data_sha256[s],
-                "budget": train_budget(params, p), "layout": lay.describe(), "frozen": frozen_record,
-                "ensemble": {"members": len(task.members), "seeds": list(seeds), "fs": list(task.fs)},
-                "timing": timing, "environment": run.environment(),
-            }
-        out[s] = metrics
+        out[s] = {
+            "experiment": EXPERIMENT, "setting": {"p": p, "heads": params["heads"]}, "seed": s, "by_f": by_f,
+            **provenance, "data_sha256": task.data_sha256[s], "budget": train_budget(params, p),
+            "frozen": frozen_record, "timing": timing, "environment": run.environment(),
+            **({"weight_blind": True, "input": "tokens [x_i; y_i] (w removed)"} if blind else
+               {"n_train": task.n_train, "n_test": int(task.inputs_test.shape[1]), "layout": lay.describe(),
+                "ensemble": {"members": len(task.members), "seeds": list(seeds), "fs": list(task.fs)}}),
+        }
     return run.write_records(out_dir, out)
 
 
