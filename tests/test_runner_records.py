@@ -206,7 +206,7 @@ def test_runner_fingerprint_resumes_only_the_same_run_and_writes_records(tmp_pat
 
     from algo_emu.runtime import config_hash
 
-    run = Runner("demo", "cpu", 1)
+    run = Runner("cpu", 1)
     cfg = train_config("heads", {"epochs": 2, "batch_size": 4})
     ckpt = tmp_path / "ck.pt"
     first = run.train(Ens(), Task(), cfg, {"a": 1}, ckpt, seeds=[0])

@@ -58,7 +58,12 @@ class Arg:
 
     def __post_init__(self) -> None:
         if not self.dest:
-            object.__setattr__(self, "dest", self.flag.lstrip("-").replace("-", "_"))
+            object.__setattr__(self, "dest", self.name)
+
+    @property
+    def name(self) -> str:
+        """The flag's name as argparse would make it a dest (``--out-dir`` -> ``out_dir``)."""
+        return self.flag.lstrip("-").replace("-", "_")
 
     def to(self, dest: str = "", **kwargs) -> "Arg":
         """This option passed as ``dest`` (default: its own) and with ``kwargs`` changed."""
@@ -112,9 +117,8 @@ def steps_parser(steps: Sequence[Step]) -> Callable[[argparse.ArgumentParser], N
             p = sub.add_parser(step.name, help=step.help)
             for a in step.args:
                 kwargs = dict(a.kwargs)
-                named = a.flag.lstrip("-").replace("-", "_")
-                if a.dest != named and kwargs.get("action") not in ("store_true", "store_false"):
-                    kwargs.setdefault("metavar", named.upper())  # the help shows the flag's name, not the dest
+                if a.dest != a.name and kwargs.get("action") not in ("store_true", "store_false"):
+                    kwargs.setdefault("metavar", a.name.upper())  # the help shows the flag's name, not the dest
                 p.add_argument(a.flag, dest=a.dest, **kwargs)
             p.set_defaults(func=lambda ns, step=step: _run_step(step, ns))
 

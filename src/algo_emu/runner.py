@@ -17,7 +17,6 @@ Records are read back by :mod:`algo_emu.records`.
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -28,8 +27,6 @@ from algo_emu.config import schema_defaults
 from algo_emu.io import seed_metrics_path, write_json
 from algo_emu.runtime import config_hash, environment, resolve_device
 from algo_emu.train import TrainConfig, TrainResult, timing_record, train_ensemble
-
-log = logging.getLogger("algo_emu.runner")
 
 #: Keys of a config section that make a :class:`TrainConfig`.
 TRAIN_CONFIG_KEYS = ("epochs", "batch_size", "lr", "checkpoint_every", "compile")
@@ -56,10 +53,9 @@ class Runner:
 
     ``threads``: torch intra-op threads (``None`` or 0: leave torch's default)."""
 
-    def __init__(self, experiment: str, device_spec: str = "auto", threads: int | None = None) -> None:
+    def __init__(self, device_spec: str = "auto", threads: int | None = None) -> None:
         if threads:
             torch.set_num_threads(threads)
-        self.experiment = experiment
         self.device = resolve_device(device_spec)
         self.t0 = time.perf_counter()
         self._environment: dict | None = None

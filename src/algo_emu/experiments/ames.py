@@ -318,7 +318,7 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
         raise AmesConfigError(f"ames mode must be one of {list(MODES)}, got {mode!r}")
     _check_lengths(seeds, prepared_paths, fits_paths)
     p = resolve_train_params(params)
-    run_ = Runner("ames", device_spec, threads)
+    runner = Runner(device_spec, threads)
     per_seed, d_ins, inputs, n_features = {}, {}, {}, {}
     for s, pp, fp in zip(seeds, prepared_paths, fits_paths):
         prepared, fitted = _load_seed(pp, fp)
@@ -333,9 +333,9 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
             inputs[s]["algorithm_counts"] = {a: int((draw == k).sum()) for k, a in enumerate(ALGORITHMS)}
     groups = layout(d_ins, p["heads"], p["hidden"])
     run = {k: p[k] for k in RESULT_KEYS} | {"mode": mode}
-    info = _train_role("emulator", p, mode, seeds, groups, per_seed, inputs, run, out, checkpoint_dir, run_)
+    info = _train_role("emulator", p, mode, seeds, groups, per_seed, inputs, run, out, checkpoint_dir, runner)
     if out_blind is not None:
-        run_ = run_.restarted()  # the same device; the baseline's own wall clock
+        runner = runner.restarted()  # the same device; the baseline's own wall clock
         blind_tokens = {}
         for s in seeds:
             lay = prompt_layout(n_features[s], mode, f"ames seed {s}")
@@ -344,7 +344,7 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
         bgroups = [{"hidden": g["hidden"], "d_in": max(blind_tokens[s][0].shape[1] for s, _ in g["members"]),
                     "members": [[s, int(blind_tokens[s][0].shape[1])] for s, _ in g["members"]]} for g in groups]
         _train_role("blind", p, mode, seeds, bgroups, blind_tokens, inputs, run | {"role": "blind"}, out_blind,
-                    checkpoint_dir, run_)
+                    checkpoint_dir, runner)
     return info
 
 
@@ -487,7 +487,7 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
     Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, set and prompt).
     """
     _check_lengths(seeds, prepared_paths, fits_paths)
-    run = Runner("ames", device_spec, threads)
+    run = Runner(device_spec, threads)
     device = run.device
     emu_file = _load_checked(emulator, "emulator", mode, device)
     info = emu_file.info

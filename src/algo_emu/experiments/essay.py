@@ -62,7 +62,7 @@ def train(params: dict, variant: str, seed: int, out_model: str, out_metrics: st
           device_spec: str = "auto", threads: int = 1) -> None:
     from algo_emu.essay.train import train_variant
 
-    run = Runner("essay", device_spec, int(threads or 1))
+    run = Runner(device_spec, int(threads or 1))
     start = torch.load(init, map_location="cpu", weights_only=False) if init else None
     ckpt, metrics = train_variant(_check(params), variant, seed, run.device, start)
     metrics.update({**run.provenance(params), "environment": run.environment()})
@@ -75,7 +75,7 @@ def evaluate(params: dict, seed: int, models: list[str], out_raw: str, out_metri
     from algo_emu.essay.evaluate import evaluate_seed
     from algo_emu.essay.train import TrainedICL
 
-    run = Runner("essay", device_spec, int(threads or 1))
+    run = Runner(device_spec, int(threads or 1))
     params = _check(params)
     loaded = {}
     for item in models:

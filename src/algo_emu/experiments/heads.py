@@ -129,7 +129,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
     """Train one (protocol, H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``.
 
     ``data_paths``: one data set per seed (independent) or the one shared data set (published)."""
-    run = Runner("heads", device_spec, threads)
+    run = Runner(device_spec, threads)
     target, metric = headline(protocol, params)
     if protocol == "published":
         if len(data_paths) != 1:

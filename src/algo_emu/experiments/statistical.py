@@ -166,7 +166,7 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     with the weight columns removed from every token (:class:`algo_emu.ablation.WeightBlindTask`),
     initialised from its own stream.
     """
-    run = Runner(EXPERIMENT, device_spec, threads)
+    run = Runner(device_spec, threads)
     device = run.device
     task = StatisticalTask(seeds, mode, params, device)
     t_data = run.seconds()
@@ -324,7 +324,7 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
     """Load the frozen model (and its weight-blind baseline, when given) read-only, evaluate both on the same
     fresh prompts -- the model also with its prompt's weights ablated -- prove them unchanged; write
     ``out_dir/seed<k>/metrics.json``. The baseline's budget must equal the model's."""
-    run = Runner(EXPERIMENT, device_spec, threads)
+    run = Runner(device_spec, threads)
     device = run.device
     batches = eval_batches(params, mode, seeds)
     info, result, frozen_info = _evaluate_file(params, mode, H, seeds, model_path, device, batches, blind=False)

@@ -198,7 +198,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
 
     ``blind``: the weight-blind baseline instead -- the same block, prompts, targets, data order (the
     same data-order stream) and budget, on tokens [x_i; y_i] (w removed), initialised from its own stream."""
-    run = Runner(EXPERIMENT, device_spec, threads)
+    run = Runner(device_spec, threads)
     task = Theorem31Task(seeds, params, run.device)
     lay = layout(params["d"])
     model = build_model(task, params, p, blind=blind).to(run.device)
