@@ -11,7 +11,7 @@ CONFIG ?= config/config.yaml
 TARGET ?= all
 PYTEST_ARGS ?=
 
-.PHONY: run quick test test-slow e2e-slurm bench lock clean-venv
+.PHONY: run quick test test-slow e2e-slurm bench campaign lock clean-venv
 
 $(BIN)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ e2e-slurm: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/engine.py --out benchmarks/engine.json --steps 40 --baseline-steps 20 --attention matmul sdpa fused --compile
+
+# The paper-scale campaign (src/algo_emu/campaign.py): every paper-scale setting still to do, in priority
+# order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per job, resumable
+# across sessions and machines (commit the set, including campaign/resume/, to carry a setting over).
+campaign: $(BIN)/.installed
+	$(BIN)/python -m algo_emu campaign run --dir results/reference/paper-scale $(CAMPAIGN_ARGS)
 
 lock: $(BIN)/.installed
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^torch==' > requirements.lock.new

@@ -329,11 +329,14 @@ def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
     return result
 
 
-def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -> dict:
+def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, metrics: list[str] | None = None,
+                     preamble: list[str] | None = None, rebuild: str | None = None) -> dict:
     """Tables, fit, figures and a Markdown report of a committed reference set (``<ref_dir>/heads/<protocol>/runs/``).
 
     Builds from whatever settings are there and names the missing ones; records of different configurations
-    are reported as MIXED, never silently averaged together."""
+    are reported as MIXED, never silently averaged together. ``metrics``: only these records (a campaign
+    passes the settings its pinned commit made or adopted; the others count as missing); ``preamble``:
+    Markdown lines after the title; ``rebuild``: the command that rebuilds the page."""
     from algo_emu.config import load_config
     from algo_emu.io import write_text
     from algo_emu.report import replication as rep
@@ -341,7 +344,9 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
     ref = Path(ref_dir)
     config = load_config(config_path)
     params = dict(config["heads"])
-    metrics = sorted(str(m) for m in ref.glob("heads/*/runs/H*_p*/seed*/metrics.json"))
+    if metrics is None:
+        metrics = sorted(str(m) for m in ref.glob("heads/*/runs/H*_p*/seed*/metrics.json"))
+    metrics = sorted(str(m) for m in metrics)
     if not metrics:
         raise ValueError(f"{ref}: no per-seed records under heads/<protocol>/runs/")
     runs = load_runs(metrics)
@@ -363,7 +368,7 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
     for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
         if r.verdict == "not run at this scale" and r.setting.startswith("H="):
             r.verdict = "missing from this reference set"
-            r.reason = "in the configured sweep but not yet committed (workflow/scripts/paper_scale_e1.sh runs it)"
+            r.reason = f"in the configured sweep but not yet committed (`{rebuild or 'make campaign'}` runs it)"
         if r.claim.startswith("O(1/H): our heads sweep") and done_heads != sorted(params["heads_sweep"]):
             r.verdict = "incomplete: no verdict yet"
             r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
@@ -378,15 +383,15 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str) -
     walls = {}
     for m in records.values():
         walls.setdefault((m["protocol"], m["setting"]["heads"], m["setting"]["p"]), m["timing"])
-    lines = [f"# {title}", "",
+    rebuild = rebuild or f"python -m algo_emu heads reference --dir {ref} --config {config_path}"
+    lines = [f"# {title}", "", *(preamble or []),
              "E1 (attention emulating an attention head) at the paper's scale, made on this project's machines and "
-             "committed as per-seed records; rebuild this page with "
-             f"`python -m algo_emu heads reference --dir {ref} --config {config_path}`.", "",
+             f"committed as per-seed records; rebuild this page with `{rebuild}`.", "",
              f"- config: `{config_path}` heads section, sweep config hash(es) {', '.join(info['config_hashes'])}",
              f"- N = {params['n_prompts']}, n = {params['n_tokens']}, d = {params['d']}, h = {params['hidden']}, "
              f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}",
              f"- device: {', '.join(sorted(runs.device.unique()))}; torch {first['environment'].get('torch')}; "
-             f"commit {first['environment'].get('git_commit')}",
+             f"commit(s) {', '.join(sorted({str(m['environment'].get('git_commit')) for m in records.values()}))}",
              f"- settings present ({len(settings_done)}): " + ", ".join(
                  f"{pr} H={h} p={p} ({seeds[(pr, h, p)]} seeds)" for pr, h, p in settings_done),
              f"- settings MISSING ({len(missing)}): " + (", ".join(f"{pr} H={h} p={p}" for pr, h, p in missing) or "none"),

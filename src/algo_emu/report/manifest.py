@@ -1,16 +1,24 @@
 """``results/manifest.json``: what a run produced and what produced it.
 
-sha256 and size of every output of ``all``; the git commit and whether the
+sha256 and size of every output of ``all`` and of every per-seed record; the git commit and whether the
 working tree had uncommitted changes to tracked files; a hash of the resolved
 config (and of each section); package versions; the device; wall time and peak
-memory per job from Snakemake's benchmark records (``results/benchmarks/*.tsv``).
+memory per job from Snakemake's benchmark records (``results/benchmarks/*.tsv``); the hardware.
+
+``python -m algo_emu manifest verify <dir>`` checks a tree against its ``<dir>/manifest.json``: a run's
+``results/`` (paths listed from the repository root, ``results/...``), a committed reference set made
+from one (the same paths, below the set), or a campaign set (``files``, paths relative to the set; every
+file of the set must be listed). Each file that differs, is missing or is not listed is named; the exit
+status is 1 when any is.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as _dt
 import importlib.metadata as md
+import json
 import platform
 import subprocess
 from pathlib import Path
@@ -107,11 +115,31 @@ def benchmarks(bench_dir: Path) -> dict[str, Any]:
                     "(aggregation, figures) are not timed here"}
 
 
+#: Where the per-seed records of a run lie (each experiment's folder under results/).
+RECORD_DIRS = ("heads", "theorem31", "statistical", "ames", "constructions", "essay")
+
+
+def run_records(results: str | Path = "results") -> list[str]:
+    """Every per-seed JSON record of a run (``results/<experiment>/**/*.json``), checkpoints excluded."""
+    out = []
+    for sub in RECORD_DIRS:
+        base = Path(results) / sub
+        if base.is_dir():
+            out += [p.as_posix() for p in sorted(base.rglob("*.json")) if "checkpoints" not in p.parts]
+    return out
+
+
+def _hashes(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
+    return {str(p): {"sha256": sha256_file(p), "bytes": Path(p).stat().st_size} for p in paths}
+
+
 def build(outputs: Iterable[str | Path], config: Mapping[str, Any], configfiles: Iterable[str],
           bench_dir: str | Path = "results/benchmarks") -> dict[str, Any]:
+    from algo_emu.runtime import hardware
+
     outputs = sorted(dict.fromkeys(str(p) for p in outputs))
     check_present("manifest", outputs)
-    files = {p: {"sha256": sha256_file(p), "bytes": Path(p).stat().st_size} for p in outputs}
+    files = _hashes(outputs)
     sections = {k: config_hash(v) for k, v in sorted(config.items()) if isinstance(v, Mapping)}
     return {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -125,8 +153,10 @@ def build(outputs: Iterable[str | Path], config: Mapping[str, Any], configfiles:
         "device": device_info(str(config.get("device", "auto"))) | {
             "recorded_by_runs": run_devices(Path(p) for p in outputs if p.endswith("_runs.csv"))},
         "benchmarks": benchmarks(Path(bench_dir)),
+        "hardware": hardware(),
         "outputs": files,
         "n_outputs": len(files),
+        "records": _hashes(run_records(Path(bench_dir).parent)),
     }
 
 
@@ -135,3 +165,73 @@ def write(out: str | Path, outputs: Iterable[str | Path], config: Mapping[str, A
     manifest = build(outputs, config, configfiles, bench_dir)
     write_json(out, manifest)
     return manifest
+
+
+# ---------------------------------------------------------------------------------------------------------
+# verify: a tree against its manifest
+# ---------------------------------------------------------------------------------------------------------
+
+def _resolve(tree: Path, listed: str) -> Path:
+    """A run manifest lists ``results/...`` from the repository root; ``tree`` is that ``results/`` or a set
+    collected from it (the same layout below it)."""
+    parts = Path(listed).parts
+    return tree.joinpath(*parts[1:]) if parts and parts[0] == "results" else tree / listed
+
+
+def verify(tree: str | Path) -> list[str]:
+    """Problems of ``tree`` against ``tree/manifest.json``: one line per file that differs, is missing or
+    (where the manifest lists the whole tree or every record) is not listed. Empty: the tree verifies."""
+    tree = Path(tree)
+    path = tree / "manifest.json"
+    if not path.is_file():
+        return [f"{path}: no manifest"]
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        return [f"{path}: not valid JSON ({exc})"]
+    problems: list[str] = []
+    expected: dict[Path, dict] = {}
+    if "files" in manifest:  # a campaign set: every file of the tree is listed
+        root = tree / manifest.get("files_root", ".")
+        expected = {root / rel: entry for rel, entry in manifest["files"].items()}
+        from algo_emu.campaign import listed_files
+
+        for rel in listed_files(root):
+            if root / rel not in expected:
+                problems.append(f"{root / rel}: not in the manifest (added or renamed after it was written)")
+    else:
+        for key in ("outputs", "records"):
+            expected |= {_resolve(tree, p): e for p, e in manifest.get(key, {}).items()}
+        if "outputs" not in manifest:
+            return [f"{path}: lists no files (neither 'files' nor 'outputs')"]
+        if "records" in manifest:
+            listed = {str(p) for p in expected}
+            for p in run_records(tree):
+                if str(Path(p)) not in listed:
+                    problems.append(f"{p}: a record not in the manifest (added after it was written)")
+    for file, entry in sorted(expected.items()):
+        if not file.is_file():
+            problems.append(f"{file}: missing (listed in the manifest)")
+        elif sha256_file(file) != entry["sha256"]:
+            problems.append(f"{file}: differs from the manifest (sha256 {sha256_file(file)[:12]}, listed "
+                            f"{entry['sha256'][:12]}; {file.stat().st_size} bytes, listed {entry.get('bytes')})")
+    return problems
+
+
+def _verify_main(args: argparse.Namespace) -> int:
+    bad = 0
+    for tree in args.dirs:
+        problems = verify(tree)
+        for line in problems:
+            print(f"DIFFERS {line}")
+        print(f"{tree}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
+        bad += bool(problems)
+    return 1 if bad else 0
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    """``python -m algo_emu manifest verify <dir> [<dir> ...]``."""
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("verify", help="check a results tree or committed set against its manifest.json")
+    p.add_argument("dirs", nargs="+", metavar="dir")
+    p.set_defaults(func=_verify_main)

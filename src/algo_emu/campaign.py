@@ -1,0 +1,704 @@
+"""The paper-scale campaign: every paper-scale setting from one pinned commit, one setting per job,
+resumable across sessions and onto a fresh machine with the same command.
+
+    make campaign                                         # = python -m algo_emu campaign run
+    python -m algo_emu campaign status                    # done / running / left, with predicted hours
+    python -m algo_emu campaign replay --setting heads/published/H4_p60   # adopt records made elsewhere
+    python -m algo_emu campaign save                      # copy an unfinished setting's resume state in
+    python -m algo_emu campaign pin --commit <sha> --reason "..."         # moving to new code: explicit
+
+How it works. The campaign's state lives in the committed set, ``<dir>/campaign.json`` (default
+``results/reference/paper-scale``): the pinned commit, the config file, and per setting its status,
+the commit that made it, its wall time. ``run`` checks out the pinned commit into a git worktree
+(``.campaign/<commit>/``, git-ignored) so this checkout's code can keep changing, and runs each
+setting still to do, in :data:`PRIORITY` order, through that commit's own workflow: Snakemake
+targeted at the setting's per-seed records, i.e. exactly the jobs ``make run`` would run for it.
+When a setting finishes, its per-seed records are copied into the set, the set's tables, figures and
+page are rebuilt and its manifest (``manifest.json``: commit, code digest, config hash, hardware,
+wall time per setting, sha256 of every file) is written anew.
+
+Surviving a session's end. While a setting trains, its checkpoint (weights, optimiser state, epoch,
+history: a few MB) is copied into ``<dir>/campaign/resume/`` every few minutes; committing the set
+then carries the unfinished setting over. On the next ``run`` (any machine) the checkpoint is put
+back where the pinned commit's rule looks for it, and training resumes from its epoch (the engine
+resumes only a checkpoint of the same config and code). The resume file is deleted when its
+setting finishes.
+
+Provenance. Every setting records the commit that made it; a setting whose records were made by
+another commit counts only after :func:`replay` has retrained its first epoch at the pinned commit
+and found every member's recorded train loss bit for bit ("adopted"); otherwise it is trained again.
+``pin`` moves the campaign to a new commit and is refused while an experiment has settings at the
+old commit and settings still to do (they would be mixed); the move is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from algo_emu import cli
+from algo_emu.cli import Step, arg
+from algo_emu.io import read_json, sha256_file, write_json
+from algo_emu.runtime import REPO_ROOT
+
+DEFAULT_DIR = "results/reference/paper-scale"
+DEFAULT_CONFIG = "config/config.yaml"
+STATE = "campaign.json"
+RESUME_DIR = "campaign/resume"
+WORKTREES = ".campaign"
+SAVE_EVERY_S = 300.0
+
+
+class CampaignError(RuntimeError):
+    """A campaign that cannot go on as asked; the message names the setting, file or commit."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Settings: what one job of the campaign makes
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """One paper-scale setting: the Snakemake targets that make it (paths under the worktree's
+    ``results/``), the record files the set keeps, the checkpoints that carry it over a session's end."""
+
+    name: str  # e.g. "heads/published/H12_p60": also the records' folder inside the set
+    experiment: str  # heads | statistical | ames | theorem31
+    targets: tuple[str, ...]
+    records: tuple[str, ...]  # worktree paths of the per-seed records (copied to the set, same relative path)
+    checkpoints: tuple[str, ...]
+    why: str = ""
+
+    def set_path(self, record: str) -> str:
+        """Where a record lies inside the set: its path below the worktree's ``results/``."""
+        return record.split("results/", 1)[1]
+
+
+def heads_setting(protocol: str, H: int, p: int, seeds: list[int], why: str = "") -> Setting:
+    recs = tuple(f"results/heads/{protocol}/runs/H{H}_p{p}/seed{s}/metrics.json" for s in seeds)
+    return Setting(f"heads/{protocol}/H{H}_p{p}", "heads", recs, recs,
+                   (f"results/heads/checkpoints/{protocol}_H{H}_p{p}.pt",), why)
+
+
+def statistical_setting(mode: str, H: int, seeds: list[int], why: str = "") -> Setting:
+    recs = tuple(f"results/statistical/runs/{mode}_H{H}/seed{s}/metrics.json" for s in seeds)
+    return Setting(f"statistical/{mode}_H{H}", "statistical", recs, recs,
+                   (f"results/statistical/checkpoints/{mode}_H{H}.pt",
+                    f"results/statistical/checkpoints/{mode}_H{H}_blind.pt"), why)
+
+
+def ames_setting(mode: str, seeds: list[int], why: str = "") -> Setting:
+    recs = tuple(f"results/ames/{mode}/seed{s}/metrics.json" for s in seeds)
+    return Setting(f"ames/{mode}", "ames", recs, recs, (f"results/ames/{mode}/checkpoints",), why)
+
+
+def theorem31_setting(p: int, seeds: list[int], why: str = "") -> Setting:
+    recs = tuple(f"results/theorem31/runs/p{p}/seed{s}/metrics.json" for s in seeds)
+    blind = tuple(f"results/theorem31/blind/p{p}/seed{s}/metrics.json" for s in seeds)
+    return Setting(f"theorem31/p{p}", "theorem31", recs + blind, recs + blind,
+                   (f"results/theorem31/checkpoints/p{p}.pt", f"results/theorem31/checkpoints/blind_p{p}.pt"), why)
+
+
+#: The order settings run in, and why. E1 first: its heads sweep (H = 12 missing) completes the paper's
+#: headline table and the O(1/H) verdict. Then one setting per other trained experiment at the paper's own
+#: values (E3 at H = 6, the published script's setting; E4; E2 at p = 60 and 100), then the E1 sweeps the
+#: paper reports no number for, then the rest of E3 (the most expensive: 300 epochs per (mode, H)).
+PRIORITY_WHY = {
+    "heads_sweep": "E1 heads sweep: the paper's headline table and the O(1/H) verdict",
+    "statistical_h6": "E3 at H = 6, both modes with their weight-blind baselines (Appendix C.1's setting)",
+    "ames": "E4, both modes at the paper's p and epochs (Appendix C.2)",
+    "theorem31": "E2 at p = 60 and 100 with the weight-blind baselines (Theorem 3.1)",
+    "p_sweep": "E1 prompt-length sweep at H = 1 (published code; no number in the paper)",
+    "independent": "E1 heads sweep under independent seeds (our corrected protocol)",
+    "statistical_rest": "E3's remaining (mode, H) settings",
+}
+
+
+def settings(config: dict) -> list[Setting]:
+    """Every campaign setting of ``config``, in priority order (no duplicates)."""
+    from algo_emu.experiments.heads_settings import settings as heads_settings
+
+    seeds = list(config["seeds"])
+    hp = config["heads"]
+    out: list[Setting] = []
+    published = [(pr, H, p) for pr, H, p in heads_settings(hp) if pr == "published"]
+    heads_sweep = [s for s in published if s[2] == hp["p_heads_sweep"] and s[1] in hp["heads_sweep"]]
+    # H = 12 first: the one setting of the heads table no record exists for
+    for pr, H, p in sorted(heads_sweep, key=lambda s: -s[1]):
+        out.append(heads_setting(pr, H, p, seeds, PRIORITY_WHY["heads_sweep"]))
+    st = config.get("statistical", {})
+    for mode in st.get("modes", []):
+        if 6 in st.get("heads_sweep", []):
+            out.append(statistical_setting(mode, 6, seeds, PRIORITY_WHY["statistical_h6"]))
+    for mode in config.get("ames", {}).get("modes", []):
+        out.append(ames_setting(mode, seeds, PRIORITY_WHY["ames"]))
+    t31 = config.get("theorem31", {})
+    for p in sorted(t31.get("p_sweep", []), key=lambda p: (p not in (60, 100), p)):
+        if p in (60, 100):
+            out.append(theorem31_setting(p, seeds, PRIORITY_WHY["theorem31"]))
+    for pr, H, p in published:
+        if (pr, H, p) not in heads_sweep:
+            out.append(heads_setting(pr, H, p, seeds, PRIORITY_WHY["p_sweep"]))
+    for pr, H, p in heads_settings(hp):
+        if pr == "independent":
+            out.append(heads_setting(pr, H, p, seeds, PRIORITY_WHY["independent"]))
+    for mode in st.get("modes", []):
+        for H in st.get("heads_sweep", []):
+            if H != 6:
+                out.append(statistical_setting(mode, H, seeds, PRIORITY_WHY["statistical_rest"]))
+    for p in t31.get("p_sweep", []):
+        if p not in (60, 100):
+            out.append(theorem31_setting(p, seeds, "E2's remaining prompt lengths"))
+    names = [s.name for s in out]
+    assert len(set(names)) == len(names), names
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# State
+# ---------------------------------------------------------------------------------------------------------
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _git(*args: str, cwd: Path = REPO_ROOT, check: bool = True) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if check and out.returncode != 0:
+        raise CampaignError(f"git {' '.join(args)} failed in {cwd}: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def load_state(set_dir: Path) -> dict:
+    path = set_dir / STATE
+    if not path.is_file():
+        raise CampaignError(f"{path}: no campaign here; start one with "
+                            "`python -m algo_emu campaign pin --commit <sha> --reason ...`")
+    state = read_json(path)
+    for key in ("commit", "config", "settings", "moves"):
+        if key not in state:
+            raise CampaignError(f"{path}: key {key!r} missing")
+    return state
+
+
+def save_state(set_dir: Path, state: dict) -> None:
+    write_json(set_dir / STATE, state)
+
+
+def worktree(root: Path, commit: str) -> Path:
+    """The pinned commit checked out (detached) under ``.campaign/<commit[:7]>``; created when absent."""
+    wt = root / WORKTREES / commit[:7]
+    if (wt / ".git").exists():
+        head = _git("rev-parse", "HEAD", cwd=wt)
+        if head != commit:
+            raise CampaignError(f"{wt}: worktree is at {head}, the campaign is pinned to {commit}; "
+                                "remove it (git worktree remove --force) and run again")
+        if _git("status", "--porcelain", "--untracked-files=no", cwd=wt):
+            raise CampaignError(f"{wt}: tracked files changed in the campaign's worktree; the evidence must "
+                                "be made by the pinned commit as committed")
+        return wt
+    _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=root)
+    _git("worktree", "prune", cwd=root, check=False)
+    wt.parent.mkdir(parents=True, exist_ok=True)
+    _git("worktree", "add", "--detach", str(wt), commit, cwd=root)
+    return wt
+
+
+def pinned_env(wt: Path) -> dict[str, str]:
+    """The environment of a job at the pinned commit: its package source first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(wt / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def pinned_config(wt: Path, config: str) -> dict:
+    """The config as the pinned commit validates it (its own schema defaults)."""
+    code = ("import json,sys; from algo_emu.config import load_config; "
+            "print(json.dumps(load_config(sys.argv[1]), sort_keys=True))")
+    out = subprocess.run([sys.executable, "-c", code, config], cwd=wt, env=pinned_env(wt), capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        raise CampaignError(f"{config} at {wt.name}: the pinned commit refuses it:\n{out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout)
+
+
+def pinned_code_version(wt: Path) -> str:
+    out = subprocess.run([sys.executable, "-c", "from algo_emu.runtime import code_version; print(code_version())"],
+                         cwd=wt, env=pinned_env(wt), capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def _records_in_set(set_dir: Path, s: Setting) -> list[Path]:
+    return [set_dir / s.set_path(r) for r in s.records]
+
+
+def setting_status(set_dir: Path, state: dict, s: Setting) -> str:
+    """done | adopted | legacy (records by another commit, not replayed) | partial | running | todo."""
+    entry = state["settings"].get(s.name, {})
+    present = [p.is_file() for p in _records_in_set(set_dir, s)]
+    if all(present):
+        commits = {read_json(p).get("environment", {}).get("git_commit") for p in _records_in_set(set_dir, s)}
+        if commits == {state["commit"]}:
+            return "done"
+        earlier = {m["to"] for m in state["moves"]}  # made by this campaign before an explicit move
+        if len(commits) == 1 and entry.get("status") == "done" and entry.get("commit") in commits & earlier:
+            return "done"
+        if entry.get("replay", {}).get("match") and entry["replay"].get("commit") == state["commit"]:
+            return "adopted"
+        return "legacy"
+    if any(present):
+        return "partial"
+    if (set_dir / RESUME_DIR / _resume_name(s)).exists():
+        return "running"
+    return "todo"
+
+
+def _resume_name(s: Setting) -> str:
+    return s.name.replace("/", "__")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Resume state: copied into the set while a setting trains, put back on the next run
+# ---------------------------------------------------------------------------------------------------------
+
+def save_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
+    """Copy the setting's checkpoints (files, or every file of a checkpoint folder) into the set."""
+    dest = set_dir / RESUME_DIR / _resume_name(s)
+    saved = []
+    for ck in s.checkpoints:
+        src = wt / ck
+        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src] if src.is_file() else []
+        for f in files:
+            rel = f.relative_to(wt)
+            target = dest / rel
+            if target.is_file() and target.stat().st_size == f.stat().st_size and sha256_file(target) == sha256_file(f):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            shutil.copy2(f, tmp)
+            os.replace(tmp, target)
+            saved.append(target)
+    return saved
+
+
+def restore_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
+    """Put a saved resume state back where the pinned rule looks for it (never over a newer file)."""
+    src = set_dir / RESUME_DIR / _resume_name(s)
+    restored = []
+    if not src.is_dir():
+        return restored
+    for f in sorted(p for p in src.rglob("*") if p.is_file()):
+        target = wt / f.relative_to(src)
+        if target.is_file() and target.stat().st_mtime >= f.stat().st_mtime:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+        restored.append(target)
+    return restored
+
+
+def drop_resume(set_dir: Path, s: Setting) -> None:
+    shutil.rmtree(set_dir / RESUME_DIR / _resume_name(s), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hardware and the manifest of a committed set
+# ---------------------------------------------------------------------------------------------------------
+
+def hardware() -> dict[str, Any]:
+    """CPU model, cores, memory (and GPUs when torch sees any) of this machine."""
+    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": None,
+                            "memory_gib": None}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return info
+
+
+MANIFEST = "manifest.json"
+#: Never listed in a set's manifest: the manifest itself, and transient resume state.
+UNLISTED = (MANIFEST, RESUME_DIR)
+
+
+def listed_files(set_dir: Path) -> list[str]:
+    out = []
+    for p in sorted(set_dir.rglob("*")):
+        rel = p.relative_to(set_dir).as_posix()
+        if p.is_file() and not any(rel == u or rel.startswith(u + "/") for u in UNLISTED):
+            out.append(rel)
+    return out
+
+
+def write_manifest(set_dir: Path, state: dict) -> dict:
+    files = {rel: {"sha256": sha256_file(set_dir / rel), "bytes": (set_dir / rel).stat().st_size}
+             for rel in listed_files(set_dir)}
+    manifest = {
+        "kind": "campaign set",
+        "files_root": ".",
+        "created": _now(),
+        "commit": state["commit"],
+        "code_version": state.get("code_version"),
+        "config": state["config"],
+        "config_hash": state.get("config_hash"),
+        "settings": {name: {k: v for k, v in e.items() if k in ("status", "commit", "code_version", "wall_seconds",
+                                                                  "finished", "hardware", "replay")}
+                     for name, e in sorted(state["settings"].items())},
+        "moves": state["moves"],
+        "files": files,
+        "n_files": len(files),
+    }
+    write_json(set_dir / MANIFEST, manifest)
+    return manifest
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Replay: are records made by another commit what the pinned commit makes?
+# ---------------------------------------------------------------------------------------------------------
+
+def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT) -> dict:
+    """Train the first ``epochs`` epochs of an E1 setting at the pinned commit, with the thread count its
+    records name, and compare every member's recorded train loss bit for bit. The outcome is stored in
+    ``campaign.json``; a match makes the setting "adopted"."""
+    state = load_state(set_dir)
+    config = state["config"]
+    wt = worktree(root, state["commit"])
+    cfg = pinned_config(wt, config)
+    s = {x.name: x for x in settings(cfg)}.get(setting)
+    if s is None or s.experiment != "heads":
+        raise CampaignError(f"replay: {setting!r} is not an E1 setting of {config} (replay covers E1 records)")
+    recs = {p: read_json(p) for p in _records_in_set(set_dir, s) if p.is_file()}
+    if len(recs) != len(s.records):
+        raise CampaignError(f"replay {setting}: {len(s.records) - len(recs)} of {len(s.records)} records missing "
+                            f"under {set_dir}")
+    first = next(iter(recs.values()))
+    threads = {r["environment"].get("threads") for r in recs.values()}
+    if len(threads) != 1:
+        raise CampaignError(f"replay {setting}: records name different thread counts {sorted(threads)}")
+    params = dict(cfg["heads"])
+    differs = {k: (v, params.get(k)) for k, v in first["params"].items()
+               if k in params and k not in ("epochs", "attention") and params.get(k) != v}
+    if differs:
+        raise CampaignError(f"replay {setting}: the records' config differs from {config} at the pinned commit: "
+                            f"{differs}")
+    params["epochs"] = epochs
+    params["eval_every"] = 0
+    protocol, H, p = first["protocol"], first["setting"]["heads"], first["setting"]["p"]
+    seeds = sorted(r["seed"] for r in recs.values())
+    data = ["data/heads/published/dataset.pt"] if protocol == "published" else \
+        [f"data/heads/seed{k}/dataset.pt" for k in seeds]
+    missing = [d for d in data if not (wt / d).is_file()]
+    if missing:
+        _snakemake(wt, config, missing)
+    scratch = wt / "results" / "replay" / s.name.replace("/", "_")
+    shutil.rmtree(scratch, ignore_errors=True)
+    cmd = [sys.executable, "-m", "algo_emu", "heads", "train", "--params", json.dumps(params, sort_keys=True),
+           "--protocol", protocol, "--heads", str(H), "--p", str(p), "--seeds", *map(str, seeds), "--data", *data,
+           "--out-dir", str(scratch), "--device", "cpu", "--threads", str(threads.pop())]
+    t0 = time.time()
+    log = wt / "logs" / f"replay_{s.name.replace('/', '_')}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as fh:
+        rc = subprocess.run(cmd, cwd=wt, env=pinned_env(wt), stdout=fh, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        raise CampaignError(f"replay {setting}: training failed (exit {rc}); see {log}")
+    compared, mismatched, max_diff = 0, [], 0.0
+    for path, rec in sorted(recs.items()):
+        new = read_json(scratch / f"seed{rec['seed']}" / "metrics.json")
+        if new["data_sha256"] != rec["data_sha256"]:
+            mismatched.append(f"seed{rec['seed']}: data sha256 differs")
+            continue
+        for e in range(epochs):
+            old_l, new_l = rec["history"][e]["train_loss"], new["history"][e]["train_loss"]
+            for role in sorted(old_l):
+                compared += 1
+                diff = abs(old_l[role] - new_l[role])
+                max_diff = max(max_diff, diff)
+                if old_l[role] != new_l[role]:
+                    mismatched.append(f"seed{rec['seed']} {role} epoch {e + 1}: {old_l[role]!r} vs {new_l[role]!r}")
+    outcome = {"commit": state["commit"], "epochs": epochs, "threads": first["environment"]["threads"],
+               "compared": compared, "match": not mismatched and compared > 0, "max_abs_diff": max_diff,
+               "mismatches": mismatched[:10], "n_mismatches": len(mismatched),
+               "records_commits": sorted({r["environment"].get("git_commit") for r in recs.values()}),
+               "records_code_versions": sorted({r["environment"].get("code_version") for r in recs.values()}),
+               "seconds": round(time.time() - t0, 1), "when": _now(), "hardware": hardware()}
+    state = load_state(set_dir)  # re-read: another process may have written it meanwhile
+    state["settings"].setdefault(s.name, {})["replay"] = outcome
+    state["settings"][s.name]["status"] = "adopted" if outcome["match"] else "legacy"
+    save_state(set_dir, state)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Run
+# ---------------------------------------------------------------------------------------------------------
+
+def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, log: Path | None = None) -> int:
+    targets = list(targets)
+    cmd = [str(Path(sys.executable).with_name("snakemake")), *targets, "--profile", "workflow/profiles/default",
+           "--cores", str(cores), "--configfile", config]
+    if log is None:
+        return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), check=True).returncode
+    with open(log, "a") as fh:
+        fh.write(f"{_now()} {shlex.join(cmd)}\n")
+        fh.flush()
+        return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), stdout=fh, stderr=subprocess.STDOUT).returncode
+
+
+def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, every: float) -> None:
+    while not stop.wait(every):
+        try:
+            save_resume(set_dir, wt, s)
+        except OSError:  # a checkpoint being replaced right now: the next round takes it
+            pass
+
+
+def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, save_every: float) -> dict:
+    restore_resume(set_dir, wt, s)
+    log = wt.parent / "logs" / f"{_resume_name(s)}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    saver = threading.Thread(target=_keep_saving, args=(set_dir, wt, s, stop, save_every), daemon=True)
+    saver.start()
+    t0 = time.time()
+    try:
+        rc = _snakemake(wt, state["config"], s.targets, cores, log)
+    finally:
+        stop.set()
+        saver.join()
+    wall = time.time() - t0
+    if rc != 0:
+        save_resume(set_dir, wt, s)
+        raise CampaignError(f"setting {s.name} failed (snakemake exit {rc}); log: {log}; its resume state is "
+                            f"under {set_dir / RESUME_DIR}")
+    for r in s.records:
+        dest = set_dir / s.set_path(r)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wt / r, dest)
+    commits = {read_json(set_dir / s.set_path(r)).get("environment", {}).get("git_commit") for r in s.records}
+    if commits != {state["commit"]}:
+        raise CampaignError(f"setting {s.name}: records name commits {sorted(map(str, commits))}, the campaign is "
+                            f"pinned to {state['commit']}")
+    # Training time over every call that made it (a setting resumed after a session's end spans several).
+    epochs_s = [sum(read_json(wt / r).get("timing", {}).get("epoch_seconds", [])) for r in s.records]
+    drop_resume(set_dir, s)
+    return {"status": "done", "commit": state["commit"], "code_version": state.get("code_version"),
+            "wall_seconds_this_call": round(wall, 1), "wall_seconds": round(max(epochs_s + [0.0]) or wall, 1),
+            "finished": _now(), "hardware": hardware()}
+
+
+def _raise_priority() -> None:
+    """The campaign's jobs are the evidence: on a shared machine, give their session's scheduling group
+    (Linux autogroup; its children inherit it) the nice value ``ALGO_EMU_PRIORITY`` (default -10; needs
+    root; best effort, ``ALGO_EMU_PRIORITY=0`` leaves the scheduler alone)."""
+    try:
+        Path("/proc/self/autogroup").write_text(os.environ.get("ALGO_EMU_PRIORITY", "-10"))
+    except OSError:
+        pass
+
+
+def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings: int | None = None,
+        cores: int = 2, save_every: float = SAVE_EVERY_S, root: Path = REPO_ROOT) -> list[str]:
+    """Run the campaign's settings still to do, in priority order; return the names finished."""
+    set_dir = Path(set_dir)
+    state = load_state(set_dir)
+    root = Path(root)
+    lock_diff = _git("diff", "--stat", state["commit"], "HEAD", "--", "requirements.lock", cwd=root, check=False)
+    if lock_diff:
+        raise CampaignError(f"requirements.lock differs between the pinned commit {state['commit'][:12]} and this "
+                            "checkout: the environment would not be the one the campaign's settings were made in")
+    wt = worktree(root, state["commit"])
+    cfg = pinned_config(wt, state["config"])
+    _raise_priority()
+    state.setdefault("code_version", pinned_code_version(wt))
+    save_state(set_dir, state)
+    todo = [s for s in settings(cfg) if not only or s.name in only]
+    if only:
+        unknown = sorted(set(only) - {s.name for s in todo})
+        if unknown:
+            raise CampaignError(f"unknown setting(s) {unknown}; `campaign status` lists them")
+    finished = []
+    for s in todo:
+        status = setting_status(set_dir, state, s)
+        if status in ("done", "adopted"):
+            continue
+        if max_settings is not None and len(finished) >= max_settings:
+            break
+        if status == "legacy" and s.experiment == "heads" and \
+                state["settings"].get(s.name, {}).get("replay", {}).get("commit") != state["commit"]:
+            print(f"{_now()} campaign: {s.name} was made by another commit: replaying its first epoch", flush=True)
+            if replay(set_dir, s.name, root=root)["match"]:
+                build_page(set_dir, root)
+                state = load_state(set_dir)
+                continue
+            state = load_state(set_dir)
+        print(f"{_now()} campaign: {s.name} ({status}) at {state['commit'][:12]}: {s.why}", flush=True)
+        entry = run_setting(set_dir, wt, state, s, cores, save_every)
+        state = load_state(set_dir)
+        state["settings"][s.name] = {**state["settings"].get(s.name, {}), **entry}
+        state["settings"][s.name].pop("replay", None) if entry["status"] == "done" else None
+        save_state(set_dir, state)
+        build_page(set_dir, root)
+        finished.append(s.name)
+        print(f"{_now()} campaign: {s.name} done in {entry['wall_seconds'] / 60:.1f} min", flush=True)
+    return finished
+
+
+def save(set_dir: str = DEFAULT_DIR, root: Path = REPO_ROOT) -> list[str]:
+    """Copy the resume state of every unfinished setting whose checkpoint exists in the worktree."""
+    set_dir = Path(set_dir)
+    state = load_state(set_dir)
+    wt = worktree(Path(root), state["commit"])
+    cfg = pinned_config(wt, state["config"])
+    saved = []
+    for s in settings(cfg):
+        if setting_status(set_dir, state, s) in ("done", "adopted"):
+            continue
+        saved += [str(p) for p in save_resume(set_dir, wt, s)]
+    return saved
+
+
+def pin(set_dir: str = DEFAULT_DIR, commit: str = "HEAD", config: str = DEFAULT_CONFIG, reason: str = "",
+        mixed_ok: bool = False, root: Path = REPO_ROOT) -> dict:
+    """Start a campaign at ``commit``, or move one there: explicit and recorded. A move that leaves an
+    experiment with settings at the old commit and settings still to do is refused unless ``mixed_ok``;
+    then the move names those experiments and their pages say MIXED with both commits."""
+    set_dir = Path(set_dir)
+    if not reason:
+        raise CampaignError("pin: --reason is required (a move of the campaign to other code is recorded)")
+    full = _git("rev-parse", f"{commit}^{{commit}}", cwd=Path(root))
+    path = set_dir / STATE
+    if path.is_file():
+        state = load_state(set_dir)
+        if state["commit"] == full:
+            return state
+        wt_new = worktree(Path(root), full)
+        cfg = pinned_config(wt_new, state["config"])
+        by_exp: dict[str, list[tuple[str, str]]] = {}
+        for s in settings(cfg):
+            by_exp.setdefault(s.experiment, []).append((s.name, setting_status(set_dir, state, s)))
+        mixed = {e: [n for n, st in v if st in ("done", "adopted")] for e, v in by_exp.items()
+                 if any(st in ("done", "adopted") for _, st in v) and any(st not in ("done", "adopted") for _, st in v)}
+        if mixed and not mixed_ok:
+            raise CampaignError("pin: refused, these experiments have settings made at "
+                                f"{state['commit'][:12]} and settings still to do, which would be made at "
+                                f"{full[:12]} and mixed: {mixed}. Finish them first, replay them at the new commit, or "
+                                "move with --mixed-ok (recorded; their pages then say MIXED).")
+        state["moves"].append({"from": state["commit"], "to": full, "reason": reason, "when": _now(),
+                               "mixed_experiments": sorted(mixed)})
+        state["commit"] = full
+        state.pop("code_version", None)
+    else:
+        state = {"commit": full, "config": config, "settings": {},
+                 "moves": [{"from": None, "to": full, "reason": reason, "when": _now()}]}
+    wt = worktree(Path(root), full)
+    state["code_version"] = pinned_code_version(wt)
+    cfg = pinned_config(wt, state["config"])
+    from algo_emu.runtime import config_hash
+
+    state["config_hash"] = config_hash(cfg)
+    set_dir.mkdir(parents=True, exist_ok=True)
+    save_state(set_dir, state)
+    return state
+
+
+def status(set_dir: str = DEFAULT_DIR, root: Path = REPO_ROOT) -> list[dict]:
+    set_dir = Path(set_dir)
+    state = load_state(set_dir)
+    wt = worktree(Path(root), state["commit"])
+    cfg = pinned_config(wt, state["config"])
+    rows = [{"setting": s.name, "status": setting_status(set_dir, state, s), "why": s.why} for s in settings(cfg)]
+    for r in rows:
+        print(f"{r['status']:8s} {r['setting']:34s} {r['why']}")
+    return rows
+
+
+#: The benchmark the predicted hours come from (``make bench``): seconds per step of each paper shape.
+BENCHMARK = REPO_ROOT / "benchmarks" / "paper_scale.json"
+
+
+def predicted_from_benchmark(s: Setting, bench: Path = BENCHMARK) -> float | None:
+    """Predicted wall seconds of ``s`` on the benchmark's machine, or None when it has no row for it."""
+    if not bench.is_file():
+        return None
+    rows = read_json(bench).get("settings", {})
+    row = rows.get(s.name)
+    return None if row is None else float(row["predicted_seconds"])
+
+
+def build_page(set_dir: Path, root: Path = REPO_ROOT) -> None:
+    """Tables, figures and README of the set from its adopted and done records, then its manifest."""
+    from algo_emu.campaign_page import build
+
+    state = load_state(set_dir)
+    build(set_dir, state, root)
+    write_manifest(set_dir, load_state(set_dir))
+
+
+def _run(set_dir: str, only: list[str] | None, max_settings: int | None, cores: int) -> None:
+    run(set_dir, only, max_settings, cores)
+
+
+def _replay(set_dir: str, setting: list[str], epochs: int) -> None:
+    for name in setting:
+        out = replay(Path(set_dir), name, epochs)
+        print(f"{name}: {'MATCH' if out['match'] else 'DIFFERS'} ({out['compared']} losses compared, max |diff| "
+              f"{out['max_abs_diff']:.3g}, {out['seconds']:.0f} s)", flush=True)
+        for m in out["mismatches"]:
+            print(f"  {m}")
+    build_page(Path(set_dir))
+
+
+def _save(set_dir: str) -> None:
+    for p in save(set_dir):
+        print(p)
+
+
+def _pin(set_dir: str, commit: str, config: str, reason: str, mixed_ok: bool) -> None:
+    st = pin(set_dir, commit, config, reason, mixed_ok)
+    print(f"campaign at {st['commit']} ({st['code_version']}), config {st['config']} ({st['config_hash']})")
+
+
+def _status(set_dir: str) -> None:
+    status(set_dir)
+
+
+def _page(set_dir: str) -> None:
+    build_page(Path(set_dir))
+
+
+DIR = arg("--dir", "set_dir", default=DEFAULT_DIR, help="the committed set (holds campaign.json)")
+STEPS = [
+    Step("run", "run the settings still to do, in priority order, at the pinned commit", _run,
+         [DIR, arg("--only", nargs="+", help="just these settings (names as `campaign status` prints them)"),
+          arg("--max-settings", type=int, help="stop after this many settings"),
+          arg("--cores", type=int, default=2)]),
+    Step("replay", "retrain the first epochs of committed E1 settings at the pinned commit; compare bit for bit",
+         _replay, [DIR, arg("--setting", nargs="+", required=True), arg("--epochs", type=int, default=1)]),
+    Step("save", "copy unfinished settings' checkpoints into the set (to commit them)", _save, [DIR]),
+    Step("pin", "start the campaign at a commit, or move it (explicit; refused where it would mix)", _pin,
+         [DIR, arg("--commit", default="HEAD"), arg("--config", default=DEFAULT_CONFIG), arg("--reason", required=True),
+          arg("--mixed-ok", action="store_true", help="move although some experiments would mix two commits")]),
+    Step("status", "every setting with its status, in priority order", _status, [DIR]),
+    Step("page", "rebuild the set's tables, figures, README and manifest", _page, [DIR]),
+]
+add_parser = cli.steps_parser(STEPS)

@@ -1,0 +1,126 @@
+"""The campaign's page, ``<set>/README.md``: what is done, what is running, what is left (with its
+predicted hours), then the replication report built from what is done.
+
+Only settings made at the pinned commit ("done") or shown identical to it by a replay ("adopted")
+enter the tables; every other record in the set (another commit, a missing seed) is named and left
+out, never averaged in.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from algo_emu.io import read_json, write_text
+from algo_emu.runtime import REPO_ROOT
+
+STATUS_WORDS = {
+    "done": "done at the pinned commit",
+    "adopted": "made by another commit, replayed bit for bit at the pinned commit",
+    "legacy": "made by another commit, not (yet) shown identical: left out",
+    "partial": "some seeds missing: left out",
+    "running": "started; resume state committed",
+    "todo": "to do",
+}
+
+
+def _fmt_h(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 3600:.1f} h"
+
+
+def predicted_seconds(set_dir: Path, s, done_walls: dict[str, float]) -> tuple[float | None, str]:
+    """Predicted wall time of a setting on this project's 2-core machine, and where the number comes from."""
+    from algo_emu import campaign as cp
+
+    bench = cp.predicted_from_benchmark(s)
+    if bench is not None:
+        return bench, "benchmark"
+    same = [w for name, w in done_walls.items() if name.split("/")[0] == s.experiment]
+    if same:
+        return statistics.median(same), f"median of {len(same)} committed {s.experiment} setting(s)"
+    return None, "not benchmarked yet"
+
+
+def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
+    from algo_emu import campaign as cp
+    from algo_emu.experiments import heads
+    from algo_emu.report.manifest import git_state
+
+    wt = cp.worktree(root, state["commit"])
+    cfg = cp.pinned_config(wt, state["config"])
+    rows, e1_metrics, left_out = [], [], []
+    done_walls: dict[str, float] = {}
+    for s in cp.settings(cfg):
+        st = cp.setting_status(set_dir, state, s)
+        entry = state["settings"].get(s.name, {})
+        wall = entry.get("wall_seconds")
+        if wall is None and st in ("done", "adopted", "legacy"):
+            recs = [read_json(set_dir / s.set_path(r)) for r in s.records]
+            wall = max((r.get("timing", {}).get("wall_seconds_job") or 0.0) for r in recs) or None
+        if wall and st in ("done", "adopted", "legacy"):
+            done_walls[s.name] = wall
+        rows.append((s, st, entry, wall))
+        paths = [str(set_dir / s.set_path(r)) for r in s.records]
+        if st in ("done", "adopted") and s.experiment == "heads":
+            e1_metrics += paths
+        elif st in ("legacy", "partial"):
+            present = [p for p in paths if Path(p).is_file()]
+            commits = sorted({str(read_json(p).get("environment", {}).get("git_commit"))[:12] for p in present})
+            left_out.append(f"- `{s.name}`: {STATUS_WORDS[st]} ({len(present)} of {len(paths)} records; "
+                            f"commit(s) {', '.join(commits)})")
+    left_h = 0.0
+    table = ["| # | setting | status | wall time | commit | why |", "|---|---|---|---|---|---|"]
+    unknown = []
+    for i, (s, st, entry, wall) in enumerate(rows, 1):
+        commit = entry.get("commit") or (entry.get("replay", {}) or {}).get("commit") or ""
+        if st in ("done", "adopted"):
+            when = _fmt_h(wall)
+        else:
+            pred, source = predicted_seconds(set_dir, s, done_walls)
+            when = f"predicted {_fmt_h(pred)} ({source})"
+            if pred is None:
+                unknown.append(s.name)
+            else:
+                left_h += pred / 3600
+        table.append(f"| {i} | `{s.name}` | {st}: {STATUS_WORDS[st]} | {when} | {commit[:12]} | {s.why} |")
+    n_done = sum(st in ("done", "adopted") for _, st, _, _ in rows)
+    replays = [f"- `{s.name}`: {'MATCH' if e['replay']['match'] else 'DIFFERS'}: {e['replay']['compared']} "
+               f"train losses (epoch 1 of every member) retrained at {e['replay']['commit'][:12]} with "
+               f"{e['replay']['threads']} thread(s), max |difference| {e['replay']['max_abs_diff']:.3g}; records made "
+               f"by {', '.join(c[:12] for c in e['replay']['records_commits'] if c)} "
+               f"({', '.join(e['replay']['records_code_versions'])})"
+               for s, st, e, _ in rows if e.get("replay")]
+    moves = [f"- {m['when']}: {'started at' if not m['from'] else 'moved from ' + m['from'][:12] + ' to'} "
+             f"{m['to'][:12]}: {m['reason']}" for m in state["moves"]]
+    page_commit = git_state(root).get("commit") or "?"
+    pre = [
+        "## The campaign", "",
+        f"- pinned commit: `{state['commit']}` ({state.get('code_version')}); config `{state['config']}` "
+        f"(resolved config hash {state.get('config_hash')})",
+        f"- settings: {n_done} of {len(rows)} done; left: {len(rows) - n_done}, predicted "
+        f"{left_h:.0f} h on this project's 2-core CPU"
+        + (f" plus {len(unknown)} not yet benchmarked" if unknown else ""),
+        f"- records are made by the pinned commit through its own workflow (`make campaign`: Snakemake targeted "
+        f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
+        f"commit `{page_commit[:12]}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
+        "", "Moves of the campaign:", "", *moves, "",
+        "Settings in priority order:", "", *table, "",
+    ]
+    if replays:
+        pre += ["Records made before the campaign, replayed at its commit:", "", *replays, ""]
+    if left_out:
+        pre += ["Records in this folder that do NOT enter the tables below:", "", *left_out, ""]
+    e1_commits = sorted({(e.get("commit") or e.get("replay", {}).get("commit") or "?")[:12]
+                         for s, st, e, _ in rows if s.experiment == "heads" and st in ("done", "adopted")})
+    if len(e1_commits) > 1:
+        pre += [f"**MIXED: the E1 tables below combine settings made at {len(e1_commits)} commits "
+                f"({', '.join(e1_commits)}); each setting's commit is in the table above.**", ""]
+    pre += ["## E1 from the settings done", ""]
+    if e1_metrics:
+        heads.reference_report(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
+                               metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page")
+        text = (set_dir / "README.md").read_text().replace(str(wt / state["config"]), state["config"])
+        write_text(set_dir / "README.md", text)
+    else:
+        write_text(set_dir / "README.md", "# The paper's scale: the campaign's committed set\n\n" + "\n".join(pre)
+                   + "\nNo E1 setting is done yet.\n")

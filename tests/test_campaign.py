@@ -1,0 +1,220 @@
+"""The paper-scale campaign (algo_emu.campaign) and manifest verification, on a tiny config.
+
+One end-to-end test runs the campaign in a throw-away clone of this repository: pinned to a commit of
+the clone, E1 settings trained through that commit's own Snakemake rules, a setting killed after its
+first epoch and resumed on a "fresh machine" (the worktree deleted) from the resume state the set
+carries, the resumed records shown bit-identical to an uninterrupted run by a replay, and the bad
+inputs the campaign must refuse or flag by name.
+"""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from algo_emu import campaign as cp
+from algo_emu.report import manifest as mf
+from algo_emu.runtime import REPO_ROOT
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit_all(repo, message):
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# manifest verify (no training)
+# ---------------------------------------------------------------------------------------------------------
+
+def _campaign_tree(tmp_path):
+    d = tmp_path / "set"
+    (d / "heads/published/runs/H1_p8/seed0").mkdir(parents=True)
+    (d / "heads/published/runs/H1_p8/seed0/metrics.json").write_text('{"mse": 1.0}\n')
+    (d / "tables").mkdir()
+    (d / "tables/heads_vs_mse.csv").write_text("heads,mse\n1,1.0\n")
+    (d / "campaign/resume/x").mkdir(parents=True)
+    (d / "campaign/resume/x/ck.pt").write_bytes(b"transient")
+    state = {"commit": "c" * 40, "config": "config/config.yaml", "settings": {}, "moves": []}
+    return d, cp.write_manifest(d, state)
+
+
+def test_manifest_verify_names_each_changed_missing_or_unlisted_file(tmp_path):
+    d, manifest = _campaign_tree(tmp_path)
+    assert sorted(manifest["files"]) == ["heads/published/runs/H1_p8/seed0/metrics.json", "tables/heads_vs_mse.csv"]
+    assert mf.verify(d) == []  # resume state is transient: never listed, never flagged
+    (d / "tables/heads_vs_mse.csv").write_text("heads,mse\n1,0.5\n")
+    (d / "heads/published/runs/H1_p8/seed0/metrics.json").unlink()
+    (d / "tables/extra.csv").write_text("x\n")
+    problems = mf.verify(d)
+    assert len(problems) == 3, problems
+    assert any("heads_vs_mse.csv: differs" in p for p in problems)
+    assert any("seed0/metrics.json: missing" in p for p in problems)
+    assert any("extra.csv: not in the manifest" in p for p in problems)
+
+
+def test_manifest_verify_reads_a_run_manifest_and_its_collected_copy(tmp_path):
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    (results / "heads/published/runs/H1_p8/seed0").mkdir(parents=True)
+    (results / "tables/t.csv").write_text("a\n1\n")
+    rec = results / "heads/published/runs/H1_p8/seed0/metrics.json"
+    rec.write_text("{}\n")
+    listed = {"results/tables/t.csv": {"sha256": mf.sha256_file(results / "tables/t.csv"), "bytes": 4}}
+    records = {"results/heads/published/runs/H1_p8/seed0/metrics.json": {"sha256": mf.sha256_file(rec), "bytes": 3}}
+    (results / "manifest.json").write_text(json.dumps({"outputs": listed, "records": records}))
+    assert mf.verify(results) == []
+    assert mf.run_records(results) == [rec.as_posix()]
+    new = results / "heads/published/runs/H1_p8/seed1/metrics.json"
+    new.parent.mkdir()
+    new.write_text("{}\n")
+    assert mf.verify(results) == [f"{new.as_posix()}: a record not in the manifest (added after it was written)"]
+    assert mf.verify(tmp_path / "nowhere") == [f"{tmp_path / 'nowhere' / 'manifest.json'}: no manifest"]
+
+
+def test_manifest_verify_command_exits_nonzero_and_names_the_file(tmp_path, capsys):
+    from algo_emu.cli import main
+
+    d, _ = _campaign_tree(tmp_path)
+    assert main(["manifest", "verify", str(d)]) == 0
+    (d / "tables/heads_vs_mse.csv").write_text("edited\n")
+    assert main(["manifest", "verify", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS" in out and "heads_vs_mse.csv" in out and "1 problem(s)" in out
+
+
+def test_resume_state_round_trip_never_overwrites_a_newer_checkpoint(tmp_path):
+    s = cp.heads_setting("published", 12, 60, [0, 1])
+    wt, set_dir = tmp_path / "wt", tmp_path / "set"
+    ck = wt / s.checkpoints[0]
+    ck.parent.mkdir(parents=True)
+    ck.write_bytes(b"epoch 3")
+    assert [p.name for p in cp.save_resume(set_dir, wt, s)] == ["published_H12_p60.pt"]
+    assert cp.save_resume(set_dir, wt, s) == []  # unchanged: not copied again
+    shutil.rmtree(wt)  # a fresh machine
+    assert [p.read_bytes() for p in cp.restore_resume(set_dir, wt, s)] == [b"epoch 3"]
+    ck.write_bytes(b"epoch 4")  # the worktree's own checkpoint is newer: kept
+    assert cp.restore_resume(set_dir, wt, s) == [] and ck.read_bytes() == b"epoch 4"
+    cp.drop_resume(set_dir, s)
+    assert not (set_dir / cp.RESUME_DIR).joinpath(cp._resume_name(s)).exists()
+
+
+def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
+    from algo_emu.config import load_config
+
+    names = [s.name for s in cp.settings(load_config(REPO_ROOT / "config/config.yaml"))]
+    assert names[0] == "heads/published/H12_p60"
+    assert names[:6] == [f"heads/published/H{h}_p60" for h in (12, 8, 6, 4, 2, 1)]
+    assert names[6:8] == ["statistical/fitted_H6", "statistical/reference_code_H6"]
+    assert names.index("ames/corrected") < names.index("theorem31/p60") < names.index("heads/published/H1_p20")
+    assert names.index("heads/published/H1_p110") < names.index("heads/independent/H1_p60") < \
+        names.index("statistical/fitted_H1")
+    assert len(names) == len(set(names)) == 6 + 10 - 1 + 6 + 12 + 2 + 5
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The campaign end to end, in a throw-away clone
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def clone(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(repo)], check=True)
+    # The campaign code under test is this checkout's; the pinned commit only has to hold the config and
+    # the workflow it runs: E1 only matters here, uncompiled and small.
+    for rel in ("src", "workflow", "Snakefile", "config", "tests/tiny.yaml"):
+        src, dst = REPO_ROOT / rel, repo / rel
+        if src.is_dir():
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+    cfg = yaml.safe_load((REPO_ROOT / "tests/tiny.yaml").read_text())
+    cfg["heads"] |= {"compile": False, "heads_sweep": [1, 2], "p_sweep": [8], "eval_every": 1}
+    (repo / "tests/campaign.yaml").write_text(yaml.safe_dump(cfg))
+    commit = _commit_all(repo, "campaign test config")
+    return repo, commit
+
+
+def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monkeypatch):
+    repo, commit = clone
+    set_dir = repo / "results/reference/campaign"
+    with pytest.raises(cp.CampaignError, match="--reason is required"):
+        cp.pin(str(set_dir), commit, "tests/campaign.yaml", "", root=repo)
+    state = cp.pin(str(set_dir), commit, "tests/campaign.yaml", "test", root=repo)
+    assert state["commit"] == commit and state["code_version"].startswith("algo_emu ")
+    with pytest.raises(cp.CampaignError, match="unknown setting"):
+        cp.run(str(set_dir), only=["heads/published/H3_p8"], root=repo)
+
+    # 1. a setting killed after its first epoch; its resume state is in the set
+    monkeypatch.setenv("ALGO_EMU_FAIL_SEED", "0")
+    with pytest.raises(cp.CampaignError, match="heads/published/H2_p8 failed"):
+        cp.run(str(set_dir), only=["heads/published/H2_p8"], root=repo, save_every=0.2)
+    monkeypatch.delenv("ALGO_EMU_FAIL_SEED")
+    resume = set_dir / cp.RESUME_DIR / "heads__published__H2_p8"
+    assert [p.name for p in resume.rglob("*.pt")] == ["published_H2_p8.pt"]
+    assert cp.setting_status(set_dir, cp.load_state(set_dir), cp.heads_setting("published", 2, 8, [0, 1])) == "running"
+
+    # 2. a fresh machine: the worktree is gone; the same command resumes from epoch 1 and finishes
+    shutil.rmtree(repo / cp.WORKTREES)
+    _git(repo, "worktree", "prune")
+    assert cp.run(str(set_dir), only=["heads/published/H2_p8", "heads/published/H1_p8"], root=repo) == \
+        ["heads/published/H2_p8", "heads/published/H1_p8"]
+    assert not resume.exists()
+    rec = json.loads((set_dir / "heads/published/runs/H2_p8/seed0/metrics.json").read_text())
+    assert rec["environment"]["git_commit"] == commit
+    assert rec["timing"]["resumed_from_epoch"] == 1
+    state = cp.load_state(set_dir)
+    assert {state["settings"][n]["status"] for n in ("heads/published/H2_p8", "heads/published/H1_p8")} == {"done"}
+    assert mf.verify(set_dir) == []
+    page = (set_dir / "README.md").read_text()
+    assert "heads/published/H2_p8" in page and f"pinned commit: `{commit}`" in page
+
+    # 3. resumed == uninterrupted: a replay trains both epochs from scratch and matches bit for bit
+    out = cp.replay(set_dir, "heads/published/H2_p8", epochs=2, root=repo)
+    assert out["match"] and out["compared"] == 2 * 2 * 3  # seeds x epochs x K/Q/V
+
+    # 4. bad input, each flagged by name: an edited loss, a record of another commit, a missing seed,
+    #    a tree edited after its manifest
+    h1 = set_dir / "heads/published/runs/H1_p8/seed1/metrics.json"
+    r = json.loads(h1.read_text())
+    r["history"][0]["train_loss"]["Q"] *= 1 + 1e-12
+    h1.write_text(json.dumps(r))
+    assert any("seed1/metrics.json: differs" in p for p in mf.verify(set_dir))
+    bad = cp.replay(set_dir, "heads/published/H1_p8", root=repo)
+    assert not bad["match"] and bad["n_mismatches"] == 1 and bad["mismatches"][0].startswith("seed1 Q epoch 1")
+    r["environment"]["git_commit"] = "0" * 40
+    h1.write_text(json.dumps(r))
+    s1 = cp.heads_setting("published", 1, 8, [0, 1])
+    assert cp.setting_status(set_dir, cp.load_state(set_dir), s1) == "legacy"
+    (set_dir / "heads/published/runs/H2_p8/seed1/metrics.json").unlink()
+    s2 = cp.heads_setting("published", 2, 8, [0, 1])
+    assert cp.setting_status(set_dir, cp.load_state(set_dir), s2) == "partial"
+    cp.build_page(set_dir, repo)
+    page = (set_dir / "README.md").read_text()
+    left_out = page.split("do NOT enter the tables below:", 1)[1].split("##", 1)[0]
+    assert "`heads/published/H1_p8`: made by another commit" in left_out and "000000000000" in left_out
+    assert "`heads/published/H2_p8`: some seeds missing" in left_out
+    assert "No E1 setting is done yet." in page  # neither enters the tables
+
+    # 5. moving the campaign: refused while an experiment would mix two commits; explicit with --mixed-ok
+    (repo / "NEWFILE").write_text("x\n")
+    new = _commit_all(repo, "new code")
+    with pytest.raises(cp.CampaignError, match="would be made at"):
+        state = cp.load_state(set_dir)
+        state["settings"]["heads/published/H1_p8"] = {"status": "done", "commit": commit}
+        r["environment"]["git_commit"] = commit
+        h1.write_text(json.dumps(r))
+        cp.save_state(set_dir, state)
+        cp.pin(str(set_dir), new, reason="move", root=repo)
+    moved = cp.pin(str(set_dir), new, reason="move", mixed_ok=True, root=repo)
+    assert moved["commit"] == new and moved["moves"][-1]["mixed_experiments"] == ["heads"]
+    # the setting made before the move still counts, at its own commit
+    assert cp.setting_status(set_dir, moved, s1) == "done"
