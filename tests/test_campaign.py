@@ -10,7 +10,6 @@ inputs the campaign must refuse or flag by name.
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml

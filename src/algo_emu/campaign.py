@@ -36,21 +36,20 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from algo_emu import cli
 from algo_emu.cli import Step, arg
 from algo_emu.io import read_json, sha256_file, write_json
-from algo_emu.runtime import REPO_ROOT
+from algo_emu.runtime import REPO_ROOT, hardware
 
 DEFAULT_DIR = "results/reference/paper-scale"
 DEFAULT_CONFIG = "config/config.yaml"
@@ -315,24 +314,6 @@ def drop_resume(set_dir: Path, s: Setting) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # Hardware and the manifest of a committed set
 # ---------------------------------------------------------------------------------------------------------
-
-def hardware() -> dict[str, Any]:
-    """CPU model, cores, memory (and GPUs when torch sees any) of this machine."""
-    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": None,
-                            "memory_gib": None}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
-                break
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return info
-
 
 MANIFEST = "manifest.json"
 #: Never listed in a set's manifest: the manifest itself, and transient resume state.

@@ -145,3 +145,21 @@ def environment(device: torch.device) -> dict[str, Any]:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
     return info
+
+
+def hardware() -> dict[str, Any]:
+    """The machine a number was made on: CPU model, core count, memory (GiB). Torch-free."""
+    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": None,
+                            "memory_gib": None}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return info
