@@ -103,6 +103,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         f"- records are made by the pinned commit through its own workflow (`make campaign`: Snakemake targeted "
         f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
         f"commit `{page_commit[:12]}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
+        "- not in the campaign yet: the essay's claims (E6). Its verdicts count only from a trained model within "
+        "10 % of the Bayes-optimal ridge at the longest context, and no configuration that reaches it has been "
+        "measured on this machine; E5 needs no training (its constructions are exact at every scale)",
         "", "Moves of the campaign:", "", *moves, "",
         "Settings in priority order:", "", *table, "",
     ]
