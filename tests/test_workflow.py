@@ -175,10 +175,10 @@ def test_parsing_the_workflow_imports_no_torch(tmp_path):
 
 
 def test_readme_named_targets_are_the_targets_map():
-    """README's target table is algo_emu.report.targets, row for row: name, files, earlier names."""
+    """docs/reproduce.md's target table is algo_emu.report.targets, row for row: name, files, earlier names."""
     from algo_emu.report.targets import TARGETS
 
-    text = (REPO_ROOT / "README.md").read_text()
+    text = (REPO_ROOT / "docs" / "reproduce.md").read_text()
     lines = text[text.index("| Target | Experiment |"):].split("\n\n", 1)[0].splitlines()
     assert lines[2].startswith("| `all` |")
     rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in lines[3:]]

@@ -1,0 +1,450 @@
+"""Every result number in README.md and docs/*.md, generated from the committed sets.
+
+A result number (an MSE, a ratio, a verdict count, a time) is never typed by hand into the prose: it lives
+in a marked block that this module fills from the committed files,
+
+    <!-- generated: NAME -->
+    ...                      (written by `python -m algo_emu.docs_numbers --write`)
+    <!-- /generated -->
+
+and ``--check`` (run by tests/test_docs_numbers.py) fails when a block differs from what the committed
+files give, naming the block. Sources, all inside the repository:
+
+- ``results/reference/reference-scale/`` (``config/reference.yaml``): ``tables/replication.csv`` (verdicts),
+  the experiments' tables, ``tables/learning_curves_summary.csv``, ``manifest.json`` (job wall times);
+- ``results/reference/paper-scale/`` (``config/config.yaml``, made by ``make campaign``): the E1 tables and
+  per-seed records (wall time, learning curves); the settings still missing come from
+  :func:`algo_emu.campaign.settings` (a setting is present when all its per-seed records are in the set);
+- ``benchmarks/engine.json`` (``make bench``) and, once it exists, ``benchmarks/paper_scale.json`` (the
+  paper-scale cost benchmark the campaign predicts from);
+- :mod:`algo_emu.paper_values` for the paper's own numbers.
+
+Estimates that no committed file records (how long the toy and small configs take) are the constants in
+:data:`ESTIMATES`, and every block prints them as estimates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from algo_emu import paper_values
+from algo_emu.io import read_json
+from algo_emu.runtime import REPO_ROOT
+
+REF = Path("results/reference/reference-scale")
+PAPER = Path("results/reference/paper-scale")
+ENGINE = Path("benchmarks/engine.json")
+PAPER_BENCH = Path("benchmarks/paper_scale.json")
+
+BLOCK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
+
+#: Times no committed file records: printed as estimates, never as measurements.
+ESTIMATES = {
+    "tiny": "a few minutes of CPU (estimate; much longer on a loaded machine; CI runs it on every submission)",
+    "quick": "about 10 minutes with `--cores 2` (estimate: one run, not recorded in a committed set)",
+}
+
+EXPERIMENT_OF_RULE = (("heads", "E1"), ("theorem31", "E2"), ("statistical", "E3"), ("ames", "E4"),
+                      ("construction", "E5"), ("essay", "E6"))
+
+
+def _g(x: float, digits: int = 3) -> str:
+    """A number as the docs print it: ``digits`` significant figures (no exponent for large numbers)."""
+    x = float(x)
+    return f"{x:.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
+
+
+def _range(values, digits: int = 2) -> str:
+    v = [float(x) for x in values if pd.notna(x)]
+    if not v:
+        return "--"
+    lo, hi = min(v), max(v)
+    if _g(lo, digits) == _g(hi, digits):
+        return _g(lo, digits)
+    return f"{_g(lo, digits)} to {_g(hi, digits)}" if lo < 0 else f"{_g(lo, digits)}-{_g(hi, digits)}"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the committed sets hold
+# ---------------------------------------------------------------------------------------------------------
+
+def _short_verdict(v: str) -> str:
+    v = str(v)
+    for cut in (":", " ("):
+        if cut in v and not v.startswith("inconsistent"):
+            v = v.split(cut, 1)[0]
+    return v.strip()
+
+
+def reference_verdicts(root: Path) -> pd.DataFrame:
+    rep = pd.read_csv(root / REF / "tables" / "replication.csv")
+    rep["short"] = rep.verdict.map(_short_verdict)
+    return rep
+
+
+def job_seconds(root: Path, manifest: Path) -> dict[str, float]:
+    """Summed Snakemake-benchmark wall seconds per experiment (E1..E6) of a committed set's manifest."""
+    jobs = read_json(root / manifest).get("benchmarks", {}).get("jobs", {})
+    out: dict[str, float] = {}
+    for name, rec in jobs.items():
+        exp = next((e for prefix, e in EXPERIMENT_OF_RULE if name.startswith(prefix)), "other")
+        out[exp] = out.get(exp, 0.0) + float(rec.get("wall_s", 0.0))
+    return out
+
+
+def _config(root: Path, name: str) -> dict:
+    from algo_emu.config import load_config
+
+    return load_config(root / name, gpu_check=False)
+
+
+def paper_scale_settings(root: Path) -> list[tuple[object, bool, float | None]]:
+    """(setting, present, wall seconds) for every campaign setting of config/config.yaml."""
+    from algo_emu import campaign as cp
+
+    out = []
+    for s in cp.settings(_config(root, "config/config.yaml")):
+        paths = [root / PAPER / s.set_path(r) for r in s.records]
+        present = all(p.is_file() for p in paths)
+        wall = None
+        if present:
+            wall = max(float(read_json(p).get("timing", {}).get("wall_seconds_job") or 0.0) for p in paths) or None
+        out.append((s, present, wall))
+    return out
+
+
+def paper_e1_rows(root: Path):
+    from algo_emu.report import replication as rep
+
+    tables = root / PAPER / "tables"
+    rows = rep.e1_rows(tables, _config(root, "config/config.yaml"), "config.yaml (the paper's scale)")
+    return [r for r in rows if r.claim.startswith("heads table")]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Blocks
+# ---------------------------------------------------------------------------------------------------------
+
+def block_summary(root: Path) -> str:
+    rep = reference_verdicts(root)
+    order = ["consistent", "inconsistent (ours higher)", "inconsistent (ours lower)", "supported",
+             "partly supported", "not supported", "inconclusive", "not comparable", "did not learn",
+             "not available", "not run at this scale", "not tested"]
+    lines = ["**Reference scale** (`config/reference.yaml`: 3 seeds, budgets below the paper's; committed in "
+             "[`results/reference/reference-scale/`](results/reference/reference-scale/README.md)). Verdicts of "
+             "its `replication.md`, counted per experiment:", "",
+             "| experiment | rows | verdicts |", "|---|---:|---|"]
+    for exp, g in rep.groupby("experiment", sort=True):
+        counts = g.short.value_counts()
+        keys = [k for k in order if k in counts] + sorted(k for k in counts.index if k not in order)
+        lines.append(f"| {exp} | {len(g)} | " + ", ".join(f"{k} {counts[k]}" for k in keys) + " |")
+    lines += ["", "A trained row at this scale reads *not comparable* wherever its budget is below the paper's; "
+              "*supported* there means supported at reduced scale.", ""]
+    # E1 at the paper's scale beside the paper
+    rows = {r.setting: r for r in paper_e1_rows(root)}
+    lines += ["**E1 at the paper's scale** (`config/config.yaml`: N = 50,000, 50 epochs, 10 seeds; committed in "
+              "[`results/reference/paper-scale/`](results/reference/paper-scale/README.md)): test MSE of the "
+              "emulated head, published protocol, beside the paper's heads table (arXiv 2508.17550v2, the "
+              "ablation of Theorem 4.1):", "",
+              "| H | paper (mean ± std, 10 seeds) | ours (mean [95 % CI]) | verdict |", "|---:|---|---|---|"]
+    for H, m, s in zip(paper_values.HEADS_TABLE["heads"], paper_values.HEADS_TABLE["mse"],
+                       paper_values.HEADS_TABLE["std"]):
+        r = rows.get(f"H={H}, p=60")
+        if r is None or r.comparable_mean != r.comparable_mean or r.comparable_mean is None:
+            lines.append(f"| {H} | {m} ± {s} | missing | not yet run (`make campaign`) |")
+        else:
+            lines.append(f"| {H} | {m} ± {s} | {_g(r.comparable_mean)} [{_g(r.comparable_ci_low)}, "
+                         f"{_g(r.comparable_ci_high)}] | {r.verdict} |")
+    lines += ["", "**Missing at the paper's scale** (settings of `config/config.yaml` with no committed records; "
+              "`make campaign` runs them in priority order):", ""]
+    by_exp: dict[str, list[str]] = {}
+    total: dict[str, int] = {}
+    for s, present, _ in paper_scale_settings(root):
+        total[s.experiment] = total.get(s.experiment, 0) + 1
+        if not present:
+            by_exp.setdefault(s.experiment, []).append(s.name.split("/", 1)[1])
+    names = {"heads": "E1", "theorem31": "E2", "statistical": "E3", "ames": "E4"}
+    for exp in ("heads", "theorem31", "statistical", "ames"):
+        miss = by_exp.get(exp, [])
+        lines.append(f"- {names[exp]}: {len(miss)} of {total.get(exp, 0)} settings missing"
+                     + (f": {', '.join(miss)}" if miss else ""))
+    lines.append("- E5 (no training) and E6 (the essay) are not campaign settings: E5 is exact at every scale; "
+                 "E6's trained model has not been run at a scale where it reaches the Bayes-optimal error.")
+    return "\n".join(lines) + "\n"
+
+
+def block_scales(root: Path) -> str:
+    ref = job_seconds(root, REF / "manifest.json")
+    n_ref = len(read_json(root / REF / "manifest.json").get("benchmarks", {}).get("jobs", {}))
+    done = [(s, w) for s, present, w in paper_scale_settings(root) if present and w]
+    e1 = [w for s, w in done if s.experiment == "heads"]
+    lines = ["| scale | command | config | what it costs on 2 CPU cores |", "|---|---|---|---|",
+             f"| toy (CI) | `make run CONFIG=tests/tiny.yaml` | `tests/tiny.yaml` | {ESTIMATES['tiny']} |",
+             f"| small | `make quick` | `config/quick.yaml` | {ESTIMATES['quick']} |",
+             f"| reference | `make run CONFIG=config/reference.yaml` | `config/reference.yaml` | measured: "
+             f"{_minutes(sum(ref.values()))} summed over its {n_ref} timed jobs (Snakemake benchmark records in "
+             f"its manifest; jobs ran one or two at a time beside other work), of which E1 {_minutes(ref.get('E1', 0))}, "
+             f"E2 {_minutes(ref.get('E2', 0))}, E3 {_minutes(ref.get('E3', 0))}, E4 {_minutes(ref.get('E4', 0))}, "
+             f"E5 {_minutes(ref.get('E5', 0))}, E6 {_minutes(ref.get('E6', 0))} |",
+             "| paper | `make campaign` (or `make run`) | `config/config.yaml` | measured so far: "
+             + (f"E1 {_hours(min(e1))}-{_hours(max(e1))} per heads setting ({len(e1)} settings, all 10 seeds as one "
+                f"job, shared machine); " if e1 else "")
+             + "the rest: see the paper-scale cost table below |"]
+    return "\n".join(lines) + "\n"
+
+
+def block_paper_scale_cost(root: Path) -> str:
+    path = root / PAPER_BENCH
+    if not path.is_file():
+        return ("**TODO (generated once `benchmarks/paper_scale.json` exists):** the predicted cost of every "
+                "paper-scale setting on 2 CPU cores, from a benchmark of each experiment's training step at the "
+                "paper's shapes. Until it is committed, the only paper-scale times are the measured E1 settings "
+                "above; no estimate of E2-E4 at the paper's scale is given here.\n")
+    from algo_emu import campaign as cp
+
+    rows = read_json(path).get("settings", {})
+    per: dict[str, list[float]] = {}
+    for s in cp.settings(_config(root, "config/config.yaml")):
+        if s.name in rows:
+            per.setdefault(s.experiment, []).append(float(rows[s.name]["predicted_seconds"]))
+    names = {"heads": "E1", "theorem31": "E2", "statistical": "E3", "ames": "E4"}
+    lines = [f"Predicted from `{PAPER_BENCH}` (a benchmark, not a full run):", "",
+             "| experiment | settings | predicted per setting | predicted in all |", "|---|---:|---|---|"]
+    for exp in ("heads", "theorem31", "statistical", "ames"):
+        v = per.get(exp, [])
+        if v:
+            lines.append(f"| {names[exp]} | {len(v)} | {_hours(min(v))}-{_hours(max(v))} | {_hours(sum(v))} |")
+    return "\n".join(lines) + "\n"
+
+
+def block_speed(root: Path) -> str:
+    e = read_json(root / ENGINE)
+    lines = ["| H | published loop (protocol) | one-at-a-time full-p baseline, same run | ours, eager | "
+             "ours, `compile: true` | speed-up vs published / vs same-run baseline |",
+             "|---|---:|---:|---:|---:|---|"]
+    pub = e.get("published_loop_s_per_epoch_per_seed", {})
+    for H, v in e["heads"].items():
+        eager = min((x for k, x in v.items() if k.startswith("ours_eager")), key=lambda x: x["s_per_epoch_per_seed"])
+        comp = min((x for k, x in v.items() if k.startswith("ours_compiled")), key=lambda x: x["s_per_epoch_per_seed"])
+        lines.append(f"| {H} | {_g(pub.get(H, float('nan')))} | {_g(v['one_at_a_time_full_p']['s_per_epoch_per_seed'] if isinstance(v['one_at_a_time_full_p'], dict) else v['one_at_a_time_full_p'])} | "
+                     f"{_g(eager['s_per_epoch_per_seed'])} ({eager['attention']}) | {_g(comp['s_per_epoch_per_seed'])} "
+                     f"({comp['attention']}) | {_g(v['speedup_vs_published_loop'], 2)}x / "
+                     f"{_g(v['speedup_vs_one_at_a_time_same_run'], 2)}x |")
+    h1 = e["heads"].get("1")
+    if h1:
+        eager = min(x["s_per_epoch_per_seed"] for k, x in h1.items() if k.startswith("ours_eager"))
+        comp = min(x["s_per_epoch_per_seed"] for k, x in h1.items() if k.startswith("ours_compiled"))
+        lines += ["", f"`torch.compile` (`heads.compile: true`) against the best eager implementation at H = 1: "
+                      f"{_g(eager / comp, 3)}x. Useful work at H = 1: {_g(h1['gflops'], 2)} GFLOP/s, against "
+                      f"{_g(e['machine_matmul_gflops'], 2)} GFLOP/s for a large matrix multiply on the same machine. "
+                      f"The published loop's seconds per epoch are the figures its authors' set-up implies on a "
+                      f"2-core machine like ours, not a run here."]
+    return "\n".join(lines) + "\n"
+
+
+def _refset_tables(root: Path) -> Path:
+    return root / REF / "tables"
+
+
+def block_reference_results(root: Path) -> str:
+    t = _refset_tables(root)
+    lines = []
+    pl = pd.read_csv(t / "prompt_length_vs_mse.csv")
+    pl = pl[(pl.protocol == "published") & (pl.target == "reference_code")].sort_values("p")
+    curves = pd.read_csv(t / "learning_curves_summary.csv")
+    e1c = curves[(curves.experiment == "E1") & curves.quantity.str.startswith("test MSE")]
+    lines.append("- **E1** (published protocol, the code's softmax axis, mean of per-batch means): composed-head "
+                 "MSE at the last epoch " + ", ".join(f"{_g(m)} (p = {p})" for p, m in zip(pl.p, pl.mse_mean))
+                 + f" against Var(Y) = {_g(pl.target_var_mean.mean())}; the lowest held-out MSE over the "
+                 f"evaluations was {_range(e1c['min'], 3)}, at the first evaluation (train loss kept falling): "
+                 "the emulators overfit early.")
+    f = pd.read_csv(t / "f_emulation.csv")
+    parts = []
+    for fn, g in f.groupby("f", sort=False):
+        parts.append(f"{fn} " + ", ".join(f"{_g(r.rel_mse_mean, 2)} (blind {_g(r.blind_rel_mse_mean, 2)})"
+                                          for r in g.sort_values("p").itertuples()))
+    ps = sorted(f.p.unique())
+    lines.append(f"- **E2** MSE / Var(target) at p = {', '.join(str(p) for p in ps)}: " + "; ".join(parts)
+                 + ". Model / blind by p: " + ", ".join(f"p = {p}: {_range(f[f.p == p].mse_over_blind)}" for p in ps)
+                 + ".")
+    s = pd.read_csv(t / "statistical_emulation.csv")
+    lines.append("- **E3** model / blind: " + ", ".join(
+        f"{mode} {_range(g.mse_over_blind, 2)}" for mode, g in s.groupby("mode", sort=False))
+        + "; reference_code MSE against the noisy y " + _range(s[s["mode"] == "reference_code"].mse_mean, 3)
+        + " (the paper: " + _range([v for a in ("lasso", "ridge", "linear")
+                                    for v in paper_values.STATISTICAL_HEADS[a]["mean"]], 3)
+        + " at 300 epochs on N = 50,000); fitted ols emulation MSE by H: " + ", ".join(
+        f"{_g(r.mse_mean, 3)} (H = {r.heads})" for r in s[(s["mode"] == "fitted") & (s.algorithm == "ols")]
+        .sort_values("heads").itertuples()) + ".")
+    a = pd.read_csv(t / "ames.csv")
+    c = a[a["mode"] == "corrected"]
+    algs = c[c.algorithm.isin(["linear", "ridge", "lasso"])]
+    lines.append("- **E4** corrected, model / blind: " + ", ".join(
+        f"{r.algorithm} {_g(r.mse_over_blind, 2)}" for r in c.itertuples())
+        + f"; emulation MSE on the three algorithms' fits {_range(algs.emulation_mse_mean)} against the spread "
+          f"between their predictions {_range(algs.spread_mse_mean)}; reference_code model / blind "
+        + _range(a[a["mode"] == "reference_code"].mse_over_blind) + ".")
+    late = curves[(curves.model == "model") & curves.quantity.str.startswith("train")]
+    blind = curves[(curves.model != "model") & curves.quantity.str.startswith("train")]
+    lines.append("- **Still falling at the end** (`late_drop`: the fall of the train loss over the last fifth of "
+                 "training): " + ", ".join(
+                     f"{exp} {_range(100 * g.late_drop, 2)} %" for exp, g in late.groupby("experiment"))
+                 + "; weight-blind baselines " + ", ".join(
+                     f"{exp} {_range(100 * g.late_drop, 2)} %" for exp, g in blind.groupby("experiment")) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def block_reference_cost(root: Path) -> str:
+    sec = job_seconds(root, REF / "manifest.json")
+    n = len(read_json(root / REF / "manifest.json").get("benchmarks", {}).get("jobs", {}))
+    return (f"Summed job wall time of the committed run: {_minutes(sum(sec.values()))} over {n} timed jobs "
+            "(the Snakemake benchmark records in its `manifest.json`; aggregation and figure rules are not timed), "
+            + ", ".join(f"{k} {_minutes(v)}" for k, v in sorted(sec.items())) + ".\n")
+
+
+def block_paper_e1_curves(root: Path) -> str:
+    lines = []
+    for H in (1, 2):
+        base = root / PAPER / "heads" / "published" / "runs" / f"H{H}_p60"
+        recs = sorted(base.glob("seed*/metrics.json"))
+        if not recs:
+            continue
+        by_epoch: dict[int, list[float]] = {}
+        for p in recs:
+            for h in read_json(p).get("history", []):
+                v = h.get("test_mse")
+                if isinstance(v, dict):
+                    v = v.get("reference_code_batchmean", v.get("reference_code"))
+                if isinstance(v, (int, float)):
+                    by_epoch.setdefault(int(h["epoch"]), []).append(float(v))
+        if by_epoch:
+            lines.append(f"- H = {H} ({len(recs)} seeds): " + ", ".join(
+                f"epoch {ep}: {_g(sum(v) / len(v))}" for ep, v in sorted(by_epoch.items())))
+    return ("\n".join(lines) or "- no learning curve in the committed E1 records") + "\n"
+
+
+def block_essay_claims(root: Path) -> str:
+    c = pd.read_csv(_refset_tables(root) / "essay_claims.csv")
+    lines = ["| claim (as we test it) | the essay | measured [95 % CI] | verdict |", "|---|---|---|---|"]
+    for r in c.itertuples():
+        m = "--" if pd.isna(r.measured) else _g(r.measured)
+        if not pd.isna(r.measured) and not pd.isna(r.ci_low):
+            m += f" [{_g(r.ci_low)}, {_g(r.ci_high)}]"
+        lines.append(f"| {str(r.claim).replace('|', '/')} | {str(r.essay_prediction).replace('|', '/')} | {m} | "
+                     f"{str(r.verdict).replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def block_essay_equivalences(root: Path) -> str:
+    e = pd.read_csv(_refset_tables(root) / "essay_equivalences.csv")
+
+    def at(check: str, param_value=None, col: str = "result_max"):
+        g = e[e.check == check]
+        if param_value is not None:
+            g = g[g.value.astype(float) == float(param_value)]
+        return g
+
+    gd = at("lsa_vs_gd")
+    rg = at("ridge_lsa_vs_ridge_gd")
+    pm = at("ridge_lsa_vs_posterior_mean").sort_values("value", key=lambda v: v.astype(float))
+    lines = [f"- linear attention vs GD: max abs error {_range(gd.result_max)} over L = "
+             f"{', '.join(str(int(float(v))) for v in gd.value)} layers; ridge version {_range(rg.result_max)}",
+             "- ridge layers vs the closed-form posterior mean, max abs error by layers: " + ", ".join(
+                 f"{int(float(r.value))}: {_g(r.result_max, 3)}" for r in pm.itertuples()),
+             "- softmax vs linear: the slope of the relative deviation against eps is the claims table's row"]
+    return "\n".join(lines) + "\n"
+
+
+def block_essay_cost(root: Path) -> str:
+    jobs = read_json(root / REF / "manifest.json").get("benchmarks", {}).get("jobs", {})
+    ess = {k: v for k, v in jobs.items() if k.startswith("essay")}
+    if not ess:
+        return "- no essay job is timed in the committed reference set\n"
+    return ("Wall time per essay job of the committed reference run (`config/reference.yaml`, its Snakemake "
+            "benchmark records; shared machine): " + ", ".join(
+                f"`{k}` {_g(v['wall_s'], 3)} s" for k, v in sorted(ess.items()))
+            + f"; {_minutes(sum(v['wall_s'] for v in ess.values()))} in all.\n")
+
+
+GENERATORS: dict[str, Callable[[Path], str]] = {
+    "summary": block_summary,
+    "scales": block_scales,
+    "paper-scale-cost": block_paper_scale_cost,
+    "speed": block_speed,
+    "reference-results": block_reference_results,
+    "reference-cost": block_reference_cost,
+    "paper-e1-curves": block_paper_e1_curves,
+    "essay-claims": block_essay_claims,
+    "essay-equivalences": block_essay_equivalences,
+    "essay-cost": block_essay_cost,
+}
+
+
+def doc_files(root: Path = REPO_ROOT) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def fill(text: str, root: Path, cache: dict[str, str]) -> tuple[str, list[str], list[str]]:
+    """``text`` with every block filled; the names of stale blocks and of unknown names."""
+    stale, unknown = [], []
+
+    def repl(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in GENERATORS:
+            unknown.append(name)
+            return m.group(0)
+        if name not in cache:
+            cache[name] = GENERATORS[name](root)
+        body = cache[name]
+        if body != m.group("body"):
+            stale.append(name)
+        return f"<!-- generated: {name} -->\n{body}<!-- /generated -->"
+
+    return BLOCK.sub(repl, text), stale, unknown
+
+
+def run(write: bool, root: Path = REPO_ROOT) -> list[str]:
+    """Fill (``write``) or check every block; returns the problems (``path: block`` stale, unknown names)."""
+    cache: dict[str, str] = {}
+    problems = []
+    for path in doc_files(root):
+        text = path.read_text()
+        new, stale, unknown = fill(text, root, cache)
+        problems += [f"{path.relative_to(root)}: block '{n}' is stale" for n in stale]
+        problems += [f"{path.relative_to(root)}: unknown block '{n}'" for n in unknown]
+        if write and new != text:
+            path.write_text(new)
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m algo_emu.docs_numbers", description=__doc__.split("\n\n")[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--write", action="store_true", help="fill every generated block from the committed files")
+    g.add_argument("--check", action="store_true", help="exit 1 when a block differs from the committed files")
+    args = ap.parse_args(argv)
+    problems = run(write=args.write)
+    if args.check and problems:
+        print("\n".join(problems) + "\nrun: python -m algo_emu.docs_numbers --write", file=sys.stderr)
+        return 1
+    if args.write:
+        print("\n".join(p.replace("is stale", "rewritten") for p in problems) or "every block up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
