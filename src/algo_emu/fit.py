@@ -1,10 +1,23 @@
-"""Rate fits: MSE(H) = a + b / H and MSE ~ H^(-alpha), with bootstrap intervals over seeds."""
+"""Rate fits: MSE(H) = a + b / H and MSE ~ H^(-alpha), with bootstrap intervals over seeds.
+
+Both laws have two parameters, so through two points each fits exactly (R^2 = 1 whatever the data): every fit
+records ``n_points`` and ``exact_by_construction`` (fewer than :data:`MIN_POINTS` x values), and the replication
+report gives such a fit no verdict.
+"""
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 import numpy as np
+
+#: a two-parameter law read from fewer x values than this fits them exactly, so it cannot fail
+MIN_POINTS = 3
+
+
+def _points(xs) -> dict:
+    n = int(np.unique(np.asarray(xs, dtype=np.float64)).size)
+    return {"n_points": n, "exact_by_construction": n < MIN_POINTS}
 
 
 def fit_inverse(x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
@@ -74,7 +87,7 @@ def fit_rates(per_seed: Mapping[float, Sequence[float]], n_boot: int = 2000, lev
         "alpha_ci": _interval(boot[~np.isnan(boot[:, 2]), 2], level),
         "ci_level": level, "n_boot": n_boot,
         "method": "percentile bootstrap over seeds" + (" (paired: the same seeds resampled at every x)" if paired else ""),
-        "x": xs, "y_mean": means.tolist(), "n_seeds": [int(v.size) for v in values],
+        "x": xs, "y_mean": means.tolist(), "n_seeds": [int(v.size) for v in values], **_points(xs),
     }
 
 
@@ -97,5 +110,5 @@ def fit_rates_summary(x: Sequence[float], mean: Sequence[float], std: Sequence[f
         "alpha_ci": _interval(boot[~np.isnan(boot[:, 2]), 2], level),
         "ci_level": level, "n_boot": n_boot,
         "method": f"parametric bootstrap: means ~ N(mean, std/sqrt({n})) (per-seed values not published)",
-        "x": x.tolist(), "y_mean": mean.tolist(),
+        "x": x.tolist(), "y_mean": mean.tolist(), **_points(x),
     }

@@ -5,11 +5,13 @@ verdict, scale``. ``measured`` is a number (empty for "not tested"); the CI is a
 percentile bootstrap (seeds resampled, then evaluation prompts within each seed), except for the float64
 construction rows (no CI: the number is the largest error over all seeds and instances).
 
-Verdicts: ``supported`` (the point estimate lies in the essay's stated band and the CI overlaps it, or the
-sign the essay predicts holds for the whole CI), ``not supported`` (the CI lies outside the band / on the
-other side), ``inconclusive`` (the CI overlaps the band but the estimate lies outside, or the CI straddles
-the sign threshold), ``not tested`` (with the reason in ``measured``'s place:
-the ``scale`` column says why; never a made-up number).
+Verdicts: :data:`BAND_RULE` and :data:`SIGN_RULE` (the replication report prints both before its numbers),
+``not tested`` (``measured`` empty; the ``scale`` column says why; never a made-up number). Three more columns
+follow the seven: ``kind`` (:data:`KINDS`), ``learned`` and ``reason``. Rows of kind ``set-up check`` (their
+outcome is fixed by the set-up, e.g. the population-level reordering of exchangeable prompts) read
+``set-up check: holds|fails|inconclusive``, never a verdict; rows of kind ``trained`` read ``did not learn`` unless
+the main model is within :data:`BAYES_TOL` of the Bayes-optimal ridge at k = k_max (:func:`learning_check`,
+:func:`gate`; the report applies the same two functions to the committed tables).
 """
 
 from __future__ import annotations
@@ -20,9 +22,22 @@ import numpy as np
 import pandas as pd
 
 CLAIM_COLUMNS = ["claim", "essay_prediction", "measured", "ci_low", "ci_high", "verdict", "scale"]
+#: what a row is: a float64 construction, a check of the set-up (not a verdict), a claim measured on the trained
+#: models, or a statement not tested here
+KINDS = ("construction", "set-up check", "trained", "not tested")
+TABLE_COLUMNS = CLAIM_COLUMNS + ["kind", "learned", "reason"]
 FITTING = ("ols", "ridge")  # + gd<steps>
 BASELINE_ORDER = ("prior_mean", "nn", "ols", "ridge")
-LEARNED_RATIO = 0.5  # the replication report's rule (algo_emu.report.replication.LEARNED_RATIO)
+#: the trained rows count only when the main model's MSE at k = k_max is at most (1 + BAYES_TOL) x the
+#: Bayes-optimal ridge's (the posterior mean, lambda = sigma^2 / tau^2) on the same prompts
+BAYES_TOL = 0.10
+#: a float64 construction equals what it claims to when its largest error is below this
+EXACT_TOL = 1e-10
+BAND_RULE = ("A band claim ('about 5 %' read as 2.5-10 %, 'at most 2-3 %' as 0-3 %, '1/k' as an exponent in "
+             "0.9-1.1): supported when the point estimate lies in the band and the 95 % CI overlaps it; inconclusive "
+             "when the CI overlaps the band but the estimate lies outside; not supported when the CI misses the band.")
+SIGN_RULE = ("A sign claim ('< 1', '> 1', 'positive'): supported when the whole 95 % CI is on the predicted side, "
+             "not supported when it is wholly on the other side, otherwise inconclusive.")
 
 
 class Boot:
@@ -128,9 +143,10 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
     rows: list[dict] = []
     details: dict = {"seeds": seeds, "scale": scale}
 
-    def add(claim, pred, val, lo, hi, verdict, sc=scale):
+    def add(claim, pred, val, lo, hi, verdict, sc=scale, kind="trained"):
+        assert kind in KINDS, kind
         rows.append({"claim": claim, "essay_prediction": pred, "measured": val, "ci_low": lo, "ci_high": hi,
-                     "verdict": verdict, "scale": sc})
+                     "verdict": verdict, "scale": sc, "kind": kind})
 
     # ---- 1. exact constructions -------------------------------------------------------------
     def worst(check, value=None):
@@ -139,31 +155,31 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
             t = t[t.value == value]
         return float(t.result.max())
 
-    tol = 1e-10
+    tol = EXACT_TOL
     e1 = worst("lsa_vs_gd", 1)
     add("One linear self-attention layer (hand-built) = one GD step on the in-context least-squares loss "
         "(max abs error of the prediction)", "exact (von Oswald et al. 2023)", e1, math.nan, math.nan,
-        "supported" if e1 < tol else "not supported", cscale)
+        "supported" if e1 < tol else "not supported", cscale, kind="construction")
     Lmax = max(params["equivalence"]["layers"])
     eL = worst("lsa_vs_gd")
     add(f"L stacked linear-attention layers = L GD steps (L up to {Lmax}; max abs error)", "exact",
-        eL, math.nan, math.nan, "supported" if eL < tol else "not supported", cscale)
+        eL, math.nan, math.nan, "supported" if eL < tol else "not supported", cscale, kind="construction")
     er = worst("ridge_lsa_vs_ridge_gd")
     add("Linear attention over the prompt plus d prior tokens (sqrt(lambda) e_i, 0) = GD on the ridge objective "
         "(max abs error, all L)", "transformers implement ridge regression exactly (Akyurek et al. 2023)",
-        er, math.nan, math.nan, "supported" if er < tol else "not supported", cscale)
+        er, math.nan, math.nan, "supported" if er < tol else "not supported", cscale, kind="construction")
     rl = equiv[equiv.check == "ridge_lsa_vs_posterior_mean"]
     Lr = int(rl.value.max())
     erp = float(rl[rl.value == Lr].result.max())
     add(f"...and {Lr} such layers reach the closed-form posterior mean (lambda = sigma^2/tau^2; max abs error; "
         "exact only as L -> infinity: geometric convergence, no finite exact inverse)",
-        "exact ridge prediction", erp, math.nan, math.nan, "supported" if erp < tol else "not supported", cscale)
+        "exact ridge prediction", erp, math.nan, math.nan, "supported" if erp < tol else "not supported", cscale, kind="construction")
     sm = equiv[equiv.check == "softmax_vs_linear"].groupby("value").result.mean()
     slope = float(np.polyfit(np.log(sm.index.values), np.log(sm.values), 1)[0])
     add("Softmax attention equals the linear (GD) layer only asymptotically: log-log slope of the relative "
         "deviation against the softmax scale eps (2 = deviation O(eps^2), vanishing only as eps -> 0)",
         "linear-attention equivalence exact; softmax only asymptotic", slope, math.nan, math.nan,
-        "supported" if slope > 0.5 else "not supported", cscale)
+        "supported" if slope > 0.5 else "not supported", cscale, kind="construction")
     details["softmax_deviation"] = sm.to_dict()
     for where, what in (("y", "label"), ("x", "input")):
         lin = equiv[equiv.check == f"outlier_{where}_linear"].groupby("value").result.mean()
@@ -173,7 +189,7 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
         add(f"One outlier example ({what} scaled/shifted by delta={dmax:g}): prediction shift of the softmax layer / "
             "shift of the linear (GD) layer, hand-built (< 0.9 = softmax more robust; within 10 % of 1 = no difference)",
             "linear: shift proportional to the outlier; softmax soft-clips it (more robust)", ratio, math.nan,
-            math.nan, "supported" if ratio < 0.9 else "not supported", cscale)
+            math.nan, "supported" if ratio < 0.9 else "not supported", cscale, kind="construction")
         details[f"outlier_construction_{where}"] = {"linear": lin.to_dict(), "softmax": sof.to_dict()}
 
     # ---- 2. trained ICL -----------------------------------------------------------------------
@@ -181,9 +197,8 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
     err_keys = ["gaussian/err_model", "gaussian/err_prior_mean", "gaussian/err_ridge"]
     factor = boot(err_keys, lambda mm: mm["gaussian/err_prior_mean"][K] / mm["gaussian/err_model"][K])
     add(f"(set-up check, not an essay number) the trained model learns in context: prior-mean MSE / model MSE "
-        f"at k={K}", "ICL exists (> 1)", *factor, sign_verdict(factor[1], factor[2], True, 1.0))
+        f"at k={K}", "ICL exists (> 1)", *factor, sign_verdict(factor[1], factor[2], True, 1.0), kind="set-up check")
     details["beats_prior_mean_factor"] = factor
-    first_trained = len(rows)  # every row from here on is measured on the trained models
     kmin = ev["fit_k_min"]
     sel = ks[(ks >= kmin)]
     alpha = boot(["gaussian/err_model"], lambda mm: fit_exponent(sel, mm["gaussian/err_model"][sel] - sigma ** 2))
@@ -251,7 +266,7 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
                    lambda mm: abs(mm[f"order_k{k}_single"] / mm[f"order_k{k}_orig"] - 1))
         add(f"Reordering the {k} examples, population level: |MSE over prompts after a random reordering / MSE with the "
             "drawn order - 1| (0 in expectation: prompts are exchangeable)", "at most 2-3 %", *pop,
-            band_verdict(pop[1], pop[2], (0.0, 0.03), pop[0]))
+            band_verdict(pop[1], pop[2], (0.0, 0.03), pop[0]), kind="set-up check")
         ens = boot([ekey, f"order_k{k}_single"], lambda mm: 1 - mm[ekey] / mm[f"order_k{k}_single"])
         add(f"ICL ensemble: averaging predictions over {ev['orderings']} orderings of {k} examples, relative MSE "
             "reduction vs one ordering", "5-10 % lower error", *ens, band_verdict(ens[1], ens[2], (0.05, 0.10), ens[0]))
@@ -313,21 +328,90 @@ def build(raws: list[dict], summaries: list[dict], train_metrics: list[dict], eq
         details["narrow_skill"] = {
             "other": {n: skill(boot._means(keys), n) for n in ("narrow", "control", "gaussian")},
             "narrow": {n: skill(boot._means(nk), n, "narrow") for n in ("narrow", "control")}}
-    # The project's "learned" rule (replication.md): error below half of what a predictor that ignores the prompt
-    # scores. A model whose prior-mean MSE / model MSE is not above 2 did not learn: its claims get no verdict.
-    if not factor[0] > 1 / LEARNED_RATIO:
-        details["learned"] = False
-        for row in rows[first_trained:]:
-            row["verdict"] = (f"did not learn (prior-mean MSE / model MSE = {factor[0]:.3g} <= {1 / LEARNED_RATIO:g}; "
-                              f"would read: {row['verdict']})")
-    else:
-        details["learned"] = True
     # ---- 3. not testable here ----------------------------------------------------------------
     for claim, pred, why in NOT_TESTED:
-        add(claim, pred, math.nan, math.nan, math.nan, "not tested", why)
-    claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+        add(claim, pred, math.nan, math.nan, math.nan, "not tested", why, kind="not tested")
     curves = curves_table(boot, raws, baselines, K)
+    check = learning_check(curves)
+    details["learned"] = check["learned"] == "yes"
+    details["learning_check"] = check
+    claims = gate(pd.DataFrame(rows, columns=CLAIM_COLUMNS + ["kind"]), check)
     return claims, curves, details
+
+
+# ------------------------------------------------------------------------------------------- gating
+def learning_check(curves: pd.DataFrame, variant: str = "gaussian") -> dict:
+    """Did the main model learn? Its MSE at the longest trained context k_max against the Bayes-optimal ridge's
+    on the same prompts (``essay_curves.csv``): learned when model / ridge <= 1 + BAYES_TOL."""
+    sel = curves[curves.variant == variant] if "variant" in curves.columns else curves.iloc[0:0]
+    model, ridge = sel[sel.estimator == "model"], sel[sel.estimator == "ridge"]
+    if model.empty or ridge.empty:
+        return {"learned": "unknown", "text": f"essay_curves.csv has no {variant} model and ridge curves: the learning "
+                                              "check could not be made"}
+    K = int(model.k.max())
+    m = float(model[model.k == K].mse_mean.iloc[0])
+    r = float(ridge[ridge.k == K].mse_mean.iloc[0])
+    prior = sel[(sel.estimator == "prior_mean") & (sel.k == K)].mse_mean
+    ratio = m / r
+    ok = ratio <= 1 + BAYES_TOL
+    text = (f"model MSE {m:.3g} at k={K} vs Bayes-optimal ridge {r:.3g}: model / ridge = {ratio:.3g} "
+            f"{'<=' if ok else '>'} {1 + BAYES_TOL:g}" + (f" (prior mean {float(prior.iloc[0]):.3g})" if len(prior) else ""))
+    return {"learned": "yes" if ok else "no", "k": K, "model": m, "ridge": r, "ratio": ratio, "text": text}
+
+
+def setup_label(outcome: str) -> str:
+    """A set-up check's label from a claim-style outcome: supported -> holds, not supported -> fails."""
+    if outcome.startswith("set-up check"):
+        return outcome
+    word = {"supported": "holds", "not supported": "fails"}.get(outcome, outcome)
+    return f"set-up check: {word}"
+
+
+def legacy_kind(claim: str, scale: str, verdict: str) -> str:
+    """The kind of a row of a table written before the ``kind`` column existed, read from its text."""
+    if verdict == "not tested":
+        return "not tested"
+    if str(scale).startswith("float64"):
+        return "construction"
+    if claim.startswith("(set-up check") or "population level" in claim:
+        return "set-up check"
+    return "trained"
+
+
+def _raw_verdict(verdict: str, reason: str) -> str:
+    """The verdict a gated row would read: from its reason ('...; would read: X'), or from the verdict itself in
+    tables of older versions ('did not learn (...; would read: X)')."""
+    if verdict.startswith(("did not learn", "not available")):
+        if "would read: " in verdict:
+            return verdict.rsplit("would read: ", 1)[1].rstrip(")")
+        if "would read: " in reason:
+            return reason.rsplit("would read: ", 1)[1]
+    return verdict
+
+
+def gate(claims: pd.DataFrame, check: dict) -> pd.DataFrame:
+    """Label set-up checks and withhold the trained rows' verdicts unless ``check`` (:func:`learning_check`) says
+    the model learned. Idempotent; a table without ``kind`` gets :func:`legacy_kind`."""
+    out = claims.copy()
+    if "kind" not in out.columns:
+        out["kind"] = [legacy_kind(str(c), str(sc), str(v)) for c, sc, v in zip(out.claim, out.scale, out.verdict)]
+    for col in ("learned", "reason"):
+        out[col] = out[col].fillna("").astype(str) if col in out.columns else ""
+    for i, row in out.iterrows():
+        verdict = _raw_verdict(str(row.verdict), str(row.reason))
+        if row.kind == "set-up check":
+            out.at[i, "verdict"] = setup_label(verdict)
+            out.at[i, "learned"] = "n/a (set-up check)"
+        elif row.kind == "trained":
+            out.at[i, "learned"] = check["learned"]
+            if check["learned"] == "yes":
+                out.at[i, "verdict"], out.at[i, "reason"] = verdict, check["text"]
+            else:
+                out.at[i, "verdict"] = "did not learn" if check["learned"] == "no" else "not available"
+                out.at[i, "reason"] = f"{check['text']}; would read: {verdict}"
+        else:
+            out.at[i, "learned"] = "n/a (no training)"
+    return out[TABLE_COLUMNS]
 
 
 def _runs(closest: list[str]) -> str:

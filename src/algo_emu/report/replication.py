@@ -5,8 +5,10 @@ records), so it is a pure function of what a reviewer can open. Tables written
 by an older version of the pipeline (columns missing) give "not available" rows
 with the reason, never a crash; a missing table is an error that names it.
 
-The rules are stated once, in :data:`RULES`, and printed at the top of
-``replication.md``.
+Every rule is stated once, as data (:data:`RULE_LIST`: key, verdicts, statement), printed at the top of
+``replication.md`` before any number (:data:`RULES`) and in ``docs/verdicts.md`` (:func:`docs_page`); each
+row's reason cites the rule that decided it as ``rule [key]``. ``tests/test_verdicts.py`` feeds the report
+wrong result sets (negative controls) and checks that every verdict the right set earns flips.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from algo_emu import paper_values
+from algo_emu import fit, paper_values
 from algo_emu.io import write_csv, write_text
 from algo_emu.report import check_present
 
 #: "learned": the test error is below this fraction of what a predictor that ignores the prompt scores.
 LEARNED_RATIO = 0.5
 #: a qualitative claim ("approximates f to small error") counts as supported when the error is at most
-#: this fraction of the target's variance (the model explains >= 95 % of it).
+#: this fraction of the target's variance (the model explains >= 95 % of it) ...
 SUPPORT_REL = 0.05
+#: ... partly supported up to this fraction (it explains >= 80 %); above it, not supported.
+PARTLY_REL = 0.20
 #: the hand-built constructions (E5) are exact float64 arithmetic: supported when MSE / mean square of the target <= this.
 EXACT_REL = 1e-8
 #: ... and "partly supported" (approximate at this prompt length; the theorem's eps shrinks as P grows) up to this.
@@ -37,6 +41,8 @@ APPROX_REL = 1e-3
 FLOAT64_FLOOR = 1e-26
 #: two means agree when they differ by at most Z_AGREE combined standard errors.
 Z_AGREE = 2.0
+#: a rate read from a fit needs at least this many settings (through two points a + b/H fits exactly: R^2 = 1).
+MIN_FIT_POINTS = fit.MIN_POINTS
 
 #: The scale at which the paper made its numbers (reference-protocol.md); a trained experiment run at a
 #: smaller N or fewer epochs is "not comparable" with them, whatever its numbers say.
@@ -46,35 +52,120 @@ PAPER_SCALE = {
     "statistical": {"n_prompts": 50_000, "epochs": 300},
     "ames": {"epochs": 300},
 }
+#: The essay states no scale; its claims count as read at full scale at the scale this project recommends
+#: (config/config.yaml's essay section): main-model training steps, width, depth and the number of seeds.
+ESSAY_FULL_SCALE = {"train.steps": 6000, "model.d_model": 64, "model.layers": 4, "seeds": 3}
+
 
 def _paper_scale_text() -> str:
     return "; ".join(f"{k}: " + ", ".join(f"{'N' if kk == 'n_prompts' else kk}={vv}" for kk, vv in v.items())
                      for k, v in PAPER_SCALE.items())
 
 
-RULES = f"""\
-**Verdict rules** (applied in this order; the first that applies decides):
+@dataclass(frozen=True)
+class Rule:
+    """One verdict rule: its key (each row's reason cites it as ``[key]``), the verdicts it gives, and the rule."""
 
-1. **not run at this scale** -- the setting is not in this configuration's sweep.
-2. **not available** -- the results tree lacks the column or table (made by an older version); the reason says which.
-3. **did not learn** -- a trained model whose test error is not clearly below a baseline that ignores the
-   prompt: error >= {LEARNED_RATIO} x the baseline's. Baseline: the variance of the target (the MSE of
-   predicting its mean; E1 `target_var_mean`, E2 `target_var`, E4 `target_var_mean`) and the weight-blind model
-   trained with the same budget (`mse_over_blind`, E2-E4): every one of them the table has must be beaten (E2's
-   GD-step rows: the emulator's own row too). No verdict is given for such a row: its numbers are not results. Where neither baseline is in the table the `learned` column says the check could not be made.
-4. **not comparable** -- the paper's number was made another way or at another scale (the reason says how).
-   A trained experiment is comparable only at the paper's N and epochs ({_paper_scale_text()}),
-   and only in the mode made the way the paper made it (the "comparable" columns).
-5. Paper numbers (mean +- std over n runs): **consistent** when |ours - paper| <= {Z_AGREE:g} x
-   sqrt(SE_ours^2 + SE_paper^2), SE = std / sqrt(n) (a two-sided test of equal means at about 5 %);
-   otherwise **inconsistent (ours lower|higher)**. Our 95 % bootstrap CI is shown beside it.
-6. Claims without a number (theorems, trends): **supported** / **partly supported** / **not supported** by the
-   rule stated in the row's reason: trained emulation (E2) is supported when MSE <= {SUPPORT_REL} x the target's
-   variance; the hand-built constructions (E5) when MSE <= {EXACT_REL:g} x the target's mean square (float64
-   level), partly when <= {APPROX_REL:g} (approximate at this prompt length);
-   a rate claim when the rate's 95 % interval contains the claimed value. A claim verdict reached at a
-   reduced scale says so.
-"""
+    key: str
+    verdicts: str
+    statement: str
+
+
+def _rules() -> list[Rule]:
+    from algo_emu.essay import claims as essay
+
+    return [
+        Rule("not-run", "not run at this scale", "the setting is not in this configuration's sweep."),
+        Rule("not-available", "not available",
+             "the results tree lacks the column or table the rule reads (made by an older version), or a check the "
+             "verdict depends on could not be made; the reason says which."),
+        Rule("not-tested", "not tested",
+             "an essay statement this set-up cannot test (the scale column says why); never a made-up number."),
+        Rule("too-few", "not testable at this scale",
+             f"the run has too few settings for the claim to fail: a rate read from a fit over H needs >= "
+             f"{MIN_FIT_POINTS} H values (through two points a + b/H fits exactly, R^2 = 1 by construction, and the "
+             "power law's alpha is exact); E5's multi-step bound needs t >= 2."),
+        Rule("set-up", "set-up check: holds | fails | inconclusive",
+             "a row whose outcome the measurement's set-up fixes is a check of the set-up, never a verdict on a claim: "
+             "E5's multi-step bound at t = 1 (eps is the largest one-step error, so err_1 <= eps by definition); the "
+             "essay's population-level reordering (0 in expectation: the prompts are exchangeable); the essay's check "
+             "that the model learns in context at all (prior-mean MSE / model MSE > 1)."),
+        Rule("learned", "did not learn",
+             f"a trained model (E1-E4) whose test error is not clearly below a baseline that ignores the prompt: error "
+             f">= {LEARNED_RATIO} x the baseline's. Baselines: the variance of the target (the MSE of predicting its "
+             "mean; E1 `target_var_mean`, E2 `target_var`, E4 `target_var_mean`) and the weight-blind model trained "
+             "with the same budget (`mse_over_blind`, E2-E4): every one the table has must be beaten (E2's GD-step "
+             "rows: the emulator's own row too). Such a row gets no verdict: its numbers are not results. Where "
+             "neither baseline is in the table, the `learned` column says the check could not be made."),
+        Rule("essay-learned", "did not learn",
+             f"an essay row measured on the trained models counts only when the main model is within "
+             f"{essay.BAYES_TOL:.0%} of the Bayes-optimal predictor (ridge with lambda = sigma^2/tau^2, the posterior "
+             f"mean) on the same prompts at the longest trained context: model MSE / ridge MSE at k = k_max <= "
+             f"{1 + essay.BAYES_TOL:g}. Otherwise every such row reads `did not learn`, with both numbers."),
+        Rule("comparable", "not comparable: <why>",
+             "the paper's number was made another way or at another scale. A trained experiment is comparable only at "
+             f"the paper's N and epochs ({_paper_scale_text()}), and only in the mode made the way the paper made it "
+             "(the `comparable` columns)."),
+        Rule("paper-number", "consistent | inconsistent (ours lower|higher)",
+             f"|ours - paper| <= {Z_AGREE:g} x sqrt(SE_ours^2 + SE_paper^2), SE = std / sqrt(n) (a two-sided test of "
+             "equal means at about 5 %): consistent; otherwise inconsistent. Our 95 % bootstrap CI is shown beside it."),
+        Rule("E2", "supported | partly supported | not supported",
+             f"trained emulation of f (Theorem 3.1): MSE / Var(target) <= {SUPPORT_REL:g} (>= {1 - SUPPORT_REL:.0%} of "
+             f"the target's variance explained): supported; <= {PARTLY_REL:g} (>= {1 - PARTLY_REL:.0%}): partly "
+             f"supported; above {PARTLY_REL:g}: not supported. The GD-step rows (Corollary 3.1.2): the same thresholds "
+             "on ||step error||^2 / ||exact step||^2."),
+        Rule("E5-exact", "supported | partly supported | not supported",
+             f"a hand-built module (no training): MSE / target mean square <= {EXACT_REL:g} (float64 level): "
+             f"supported; <= {APPROX_REL:g} (approximate at this prompt length): partly supported; above: not supported."),
+        Rule("E5-beta", "supported | partly supported | not supported",
+             f"the read-out MSE (floored at float64 rounding, {FLOAT64_FLOOR:g}) falls over the whole beta range: "
+             "supported; falls then rises by more than 10x: partly supported; does not fall: not supported."),
+        Rule("E5-P", "supported | not supported",
+             "the log-log slope of the read-out MSE on the prompt length P is negative: supported; otherwise not supported."),
+        Rule("E5-multistep", "supported | partly supported | not supported",
+             "after t >= 2 stacked steps the l2 error is within the accumulated one-step errors (<= t eps) in every "
+             "instance: supported; in some: partly supported; in none: not supported (t = 1 is rule [set-up])."),
+        Rule("rate-exact", "supported | not supported",
+             "O(1/H) read as an exact rate, MSE = b/H: supported when the 95 % interval of alpha (MSE ~ H^-alpha, "
+             "log-log least squares) contains 1 and that of the floor a (MSE = a + b/H) contains 0; otherwise not "
+             "supported."),
+        Rule("rate-bound", "supported | not supported",
+             "O(1/H) read as an upper bound, MSE <= C/H as H grows: not supported when the data show a slower decay "
+             "(alpha's 95 % interval wholly below 1) or a floor (a's 95 % interval wholly above 0), which no C/H "
+             "admits; supported otherwise. Over a finite range of H any MSE is below C/H for a large enough C, so only "
+             "the decay can refute the bound."),
+        Rule("essay", "supported | inconclusive | not supported",
+             f"the essay's claims. {essay.BAND_RULE} {essay.SIGN_RULE} A float64 construction: an equality is "
+             f"supported when its largest error is below {essay.EXACT_TOL:g}, a comparison when the threshold its row "
+             "states holds (e.g. shift ratio < 0.9)."),
+        Rule("reduced", "<verdict> (at reduced scale)",
+             "a claim verdict (supported / partly / not supported) reached below the paper's scale (E2) or below the "
+             "essay's full scale (" + ", ".join(f"{k}={v}" for k, v in ESSAY_FULL_SCALE.items()) + ") says so."),
+    ]
+
+
+RULE_LIST = _rules()
+RULE = {r.key: r for r in RULE_LIST}
+
+
+def rules_markdown() -> str:
+    """The rules as they print at the top of replication.md (and in docs/verdicts.md)."""
+    lines = ["**Verdict rules** (stated before any number; applied in this order, the first that applies decides; "
+             "each row's reason cites its rule as [key]):", ""]
+    for i, r in enumerate(RULE_LIST, 1):
+        lines.append(f"{i}. [{r.key}] **{r.verdicts}** -- {r.statement}")
+    return "\n".join(lines) + "\n"
+
+
+RULES = rules_markdown()
+
+
+def cite(key: str) -> str:
+    """The citation a row's reason carries for the rule that decided it."""
+    if key not in RULE:
+        raise KeyError(f"no verdict rule {key!r}")
+    return f"rule [{key}]"
+
 
 COLUMNS = [
     "experiment", "claim", "setting", "paper", "paper_mean", "paper_std", "paper_n",
@@ -197,7 +288,7 @@ def scale_of(section: str, config: Mapping[str, Any], config_name: str, n_seeds:
 
 
 def gate(learned: str, scale: Scale) -> str | None:
-    """Rules 3-4: the verdict a row gets before any comparison, or None when it may be compared."""
+    """Rules [learned] and [comparable]: the verdict a row gets before any comparison, or None when it may be compared."""
     if learned == "no":
         return "did not learn"
     if not scale.at_paper:
@@ -205,9 +296,27 @@ def gate(learned: str, scale: Scale) -> str | None:
     return None
 
 
+def gate_cite(verdict: str) -> str:
+    """The rule a :func:`gate` verdict came from."""
+    return cite("learned" if verdict == "did not learn" else "comparable")
+
+
 def claim_verdict(supported: bool | None, partly: bool, scale: Scale) -> str:
+    """Rule [reduced]: a claim verdict reached below the scale it is read at says so."""
     word = "supported" if supported else ("partly supported" if partly else "not supported")
     return word if scale.at_paper else f"{word} (at reduced scale)"
+
+
+def graded(value: float, supported_max: float, partly_max: float, scale: Scale) -> str:
+    """supported when ``value <= supported_max``, partly when ``<= partly_max``, else not supported (NaN: not)."""
+    v = _f(value)
+    return claim_verdict(v <= supported_max, v <= partly_max, scale)
+
+
+def setup_check(outcome: str) -> str:
+    """Rule [set-up]: 'set-up check: holds|fails|inconclusive' from a claim-style outcome."""
+    word = {"supported": "holds", "not supported": "fails"}.get(outcome, outcome)
+    return f"set-up check: {word}"
 
 
 # ------------------------------------------------------------------------------------------- inputs
@@ -252,19 +361,20 @@ def e1_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         if corr is not None:
             r.corrected_mean, r.corrected_ci_low, r.corrected_ci_high = corr["mse_mean"], corr["mse_ci_low"], corr["mse_ci_high"]
         if H not in swept:
-            r.verdict, r.reason = "not run at this scale", f"H={H} is not in heads.heads_sweep {sorted(swept)}"
+            r.verdict, r.reason = "not run at this scale", f"H={H} is not in heads.heads_sweep {sorted(swept)}; {cite('not-run')}"
             rows.append(r)
             continue
         if not has_protocol:
             r.learned, why = learned_from_row(corr, var_col=None if no_var else "target_var_mean")
             r.verdict = "not available"
             r.reason = ("no `protocol` column in heads_vs_mse.csv: these results predate the published-protocol mode, "
-                        "the only one made the way the paper made its numbers; learned (corrected mode): " + why)
+                        "the only one made the way the paper made its numbers; learned (corrected mode): " + why + "; "
+                        + cite("not-available"))
             rows.append(r)
             continue
         comp = _rec(comp_sel[comp_sel.heads == H])
         if comp is None:
-            r.verdict, r.reason = "not run at this scale", "no published-protocol row for this H (heads.protocols)"
+            r.verdict, r.reason = "not run at this scale", f"no published-protocol row for this H (heads.protocols); {cite('not-run')}"
             rows.append(r)
             continue
         r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
@@ -272,10 +382,11 @@ def e1_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         r.learned, why = learned_from_row(comp, var_col="target_var_mean")
         g = gate(r.learned, scale)
         if g:
-            r.verdict, r.reason = g, why
+            r.verdict, r.reason = g, f"{why}; {gate_cite(g)}"
         else:
             r.verdict = agreement(pm, ps, pv["n_seeds"], comp["mse_mean"], comp["mse_std"], comp["n_seeds"])
-            r.reason = f"{why}; paper mean {'inside' if comp['mse_ci_low'] <= pm <= comp['mse_ci_high'] else 'outside'} our 95 % CI"
+            r.reason = (f"{why}; paper mean {'inside' if comp['mse_ci_low'] <= pm <= comp['mse_ci_high'] else 'outside'} "
+                        f"our 95 % CI; {cite('paper-number')}")
         rows.append(r)
     rows += e1_rate_rows(tables, config, config_name, rows)
     rows += e1_prompt_length_rows(tables, config, config_name)
@@ -289,51 +400,92 @@ def _fit_entry(fit: Mapping, key: str) -> Mapping | None:
     return None
 
 
+RATE_READINGS = (  # (rule key, how the claim is read)
+    ("rate-exact", "read as an exact rate (MSE = b/H)"),
+    ("rate-bound", "read as an upper bound (MSE <= C/H as H grows)"),
+)
+
+
+def rate_verdict(key: str, entry: Mapping) -> tuple[str, str]:
+    """Rules [rate-exact] / [rate-bound] on one fit entry: (verdict, the numbers it was read from)."""
+    alo, ahi = (_f(v) for v in entry["alpha_ci"])
+    if "a_ci" not in entry:
+        return "not available", "the fit has no interval for the floor a (a_ci)"
+    a_lo, a_hi = (_f(v) for v in entry["a_ci"])
+    numbers = (f"alpha = {_f(entry['alpha']):.3g} [{alo:.3g}, {ahi:.3g}]; a + b/H fit: a = {_f(entry['a']):.3g} "
+               f"[{a_lo:.3g}, {a_hi:.3g}], b = {_f(entry['b']):.3g}, R^2 = {_f(entry.get('r2')):.3g}")
+    if key == "rate-exact":
+        ok = alo <= 1.0 <= ahi and a_lo <= 0.0 <= a_hi
+    else:
+        ok = not (ahi < 1.0 or a_lo > 0.0)
+    return ("supported" if ok else "not supported"), numbers
+
+
+def _fit_points(entry: Mapping, fallback: Sequence[float]) -> list[float]:
+    """The distinct H values a fit was made from (``x``, else ``heads``, else the table's)."""
+    xs = entry.get("x") or entry.get("heads")
+    return sorted({float(x) for x in (xs if xs else fallback)})
+
+
 def e1_rate_rows(tables: Path, config: Mapping, config_name: str, heads_rows: list[Row]) -> list[Row]:
-    fit = json.loads((tables / "heads_fit.json").read_text())
+    fits = json.loads((tables / "heads_fit.json").read_text())
     scale = scale_of("heads", config, config_name)
     out = []
-    paper = _fit_entry(fit, "paper")
-    r = Row("E1", "O(1/H): the paper's own table read as MSE ~ H^-alpha with alpha = 1", "H = 1..12",
-            paper="alpha = 1 (O(1/H))", paper_mean=1.0, comparable_mode="fit of the paper's published means/stds",
-            scale="the paper's table (no run): parametric bootstrap from its means and stds", learned="n/a")
-    if paper is None:
-        r.verdict, r.reason = "not available", "heads_fit.json has no `paper` fit"
-    else:
-        lo, hi = paper["alpha_ci"]
-        r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high = paper["alpha"], lo, hi
-        r.verdict = "supported" if lo <= 1.0 <= hi else "not supported"
-        r.reason = (f"rule: alpha's 95 % interval contains 1; a + b/H fit: a = {paper['a']:.3g}, b = {paper['b']:.3g}, "
-                    f"R^2 = {paper['r2']:.3g}")
-    out.append(r)
-
-    published = _fit_entry(fit, "published")
-    independent = _fit_entry(fit, "independent")
-    if independent is None and published is None and "alpha" in fit:  # old layout: one fit of the headline target
-        independent = fit
-    r = Row("E1", "O(1/H): our heads sweep read as MSE ~ H^-alpha with alpha = 1", "H in heads.heads_sweep",
-            paper="alpha = 1 (O(1/H))", paper_mean=1.0, comparable_mode="published protocol" if published else "not available",
-            corrected_mode="independent seeds" if independent else "not available", scale=scale.text)
-    if independent is not None:
-        r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = independent["alpha"], independent["alpha_ci"]
-    if published is None:
-        r.verdict = "not available"
-        r.reason = "heads_fit.json has no `published` fit (results predate the published-protocol mode, or too few H)"
+    paper = _fit_entry(fits, "paper")
+    for key, reading in RATE_READINGS:
+        r = Row("E1", f"O(1/H): the paper's own table, {reading}", "H = 1..12",
+                paper="O(1/H) (alpha = 1)", paper_mean=1.0, comparable_mode="fit of the paper's published means/stds",
+                scale="the paper's table (no run): parametric bootstrap from its means and stds", learned="n/a")
+        if paper is None:
+            r.verdict, r.reason = "not available", "heads_fit.json has no `paper` fit; " + cite("not-available")
+        else:
+            lo, hi = paper["alpha_ci"]
+            r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high = paper["alpha"], lo, hi
+            n = len(_fit_points(paper, paper_values.HEADS_TABLE["heads"]))
+            if n < MIN_FIT_POINTS:
+                r.verdict, r.reason = "not testable at this scale", f"fit over {n} H values; {cite('too-few')}"
+            else:
+                r.verdict, numbers = rate_verdict(key, paper)
+                r.reason = f"{numbers}; {cite(key if r.verdict != 'not available' else 'not-available')}"
         out.append(r)
-        return out
-    lo, hi = published["alpha_ci"]
-    r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high = published["alpha"], lo, hi
+
+    published = _fit_entry(fits, "published")
+    independent = _fit_entry(fits, "independent")
+    if independent is None and published is None and "alpha" in fits:  # old layout: one fit of the headline target
+        independent = fits
+    hv = _read_csv(tables / "heads_vs_mse.csv")
+    swept = sorted(int(h) for h in hv.heads.unique()) if "heads" in hv.columns else []
     comp_learned = [x.learned for x in heads_rows if x.experiment == "E1" and x.comparable_mode.startswith("published")
                     and _ok(x.comparable_mean)]
-    r.learned = "no" if "no" in comp_learned else ("yes" if comp_learned and all(v == "yes" for v in comp_learned) else "unknown")
-    g = gate(r.learned, scale)
-    fit_text = (f"a + b/H fit: a = {published['a']:.3g}, b = {published['b']:.3g}, R^2 = {published['r2']:.3g}; "
-                "rule: alpha's 95 % interval contains 1")
-    if g:
-        r.verdict, r.reason = g, ("some H settings did not learn; " if r.learned == "no" else "") + fit_text
-    else:
-        r.verdict, r.reason = ("supported" if lo <= 1.0 <= hi else "not supported"), fit_text
-    out.append(r)
+    learned = "no" if "no" in comp_learned else ("yes" if comp_learned and all(v == "yes" for v in comp_learned) else "unknown")
+    for key, reading in RATE_READINGS:
+        r = Row("E1", f"O(1/H): our heads sweep, {reading}", "H in heads.heads_sweep",
+                paper="O(1/H) (alpha = 1)", paper_mean=1.0,
+                comparable_mode="published protocol" if published else "not available",
+                corrected_mode="independent seeds" if independent else "not available", scale=scale.text)
+        if independent is not None:
+            r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = independent["alpha"], independent["alpha_ci"]
+        if published is None:
+            r.verdict = "not available"
+            r.reason = ("heads_fit.json has no `published` fit (results predate the published-protocol mode, or too "
+                        "few H); " + cite("not-available"))
+            out.append(r)
+            continue
+        lo, hi = published["alpha_ci"]
+        r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high = published["alpha"], lo, hi
+        r.learned = learned
+        points = _fit_points(published, swept)
+        verdict, numbers = rate_verdict(key, published)
+        if len(points) < MIN_FIT_POINTS:
+            r.verdict = "not testable at this scale"
+            r.reason = f"fit over H = {[int(x) for x in points]} only; {cite('too-few')}; {numbers}"
+        elif g := gate(r.learned, scale):
+            r.verdict = g
+            r.reason = ("some H settings did not learn; " if r.learned == "no" else "") + numbers + "; " + cite(
+                "learned" if r.learned == "no" else "comparable")
+        else:
+            r.verdict, r.reason = verdict, f"{numbers}; {cite(key if verdict != 'not available' else 'not-available')}"
+        out.append(r)
     return out
 
 
@@ -372,7 +524,7 @@ def e1_prompt_length_rows(tables: Path, config: Mapping, config_name: str) -> li
     r.learned = "no" if "no" in lrn else ("yes" if lrn and all(v == "yes" for v in lrn) else "unknown")
     trend = ", ".join(f"p={int(p)}: {m:.3g}" for p, m in zip(sel.p, sel.mse_mean))
     r.verdict = "did not learn" if r.learned == "no" else "not comparable: the paper reports no number for this sweep"
-    r.reason = f"slope of log MSE on log p; per p: {trend}"
+    r.reason = f"slope of log MSE on log p; per p: {trend}; {gate_cite(r.verdict)}"
     return [r]
 
 
@@ -397,11 +549,11 @@ def e2_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         r.learned, why = learned_from_row(rec) if "mse_over_blind" in rec else learned_from_ratio(
             _f(rec["rel_mse_mean"]), "MSE / target variance (rel_mse_mean)")
         if r.learned == "no":
-            r.verdict = "did not learn"
+            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
         else:
             rel = _f(rec["rel_mse_mean"])
-            r.verdict = claim_verdict(rel <= SUPPORT_REL, r.learned == "yes", scale)
-        r.reason = f"{why}; rule: supported when MSE <= {SUPPORT_REL} x target variance"
+            r.verdict = graded(rel, SUPPORT_REL, PARTLY_REL, scale)
+            r.reason = f"{why}; MSE / Var(target) = {rel:.3g}; {cite('E2')}"
         out.append(r)
     for f, grp in gd.groupby("f", sort=False):
         rec = grp.sort_values("p").iloc[-1].to_dict()
@@ -415,8 +567,11 @@ def e2_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         same = fe[(fe.f == f) & (fe.p == rec["p"])]
         model = learned_from_row(same.iloc[0].to_dict()) if len(same) else ("unknown", "no f_emulation row")
         r.learned, why = _all_of([model, learned_from_ratio(_f(rec["gd_rel_mean"]), "step error / step size (gd_rel_mean)")])
-        r.verdict = "did not learn" if r.learned == "no" else claim_verdict(_f(rec["gd_rel_mean"]) <= SUPPORT_REL, True, scale)
-        r.reason = f"{why}; rule: supported when the relative step error <= {SUPPORT_REL}"
+        if r.learned == "no":
+            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
+        else:
+            r.verdict = graded(rec["gd_rel_mean"], SUPPORT_REL, PARTLY_REL, scale)
+            r.reason = f"{why}; {cite('E2')}"
         out.append(r)
     return out
 
@@ -444,16 +599,17 @@ def e3_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
             if corr is not None:
                 r.corrected_mean, r.corrected_ci_low, r.corrected_ci_high = corr["mse_mean"], corr["mse_ci_low"], corr["mse_ci_high"]
             if H not in swept:
-                r.verdict, r.reason = "not run at this scale", f"H={H} is not in statistical.heads_sweep {sorted(swept)}"
+                r.verdict = "not run at this scale"
+                r.reason = f"H={H} is not in statistical.heads_sweep {sorted(swept)}; {cite('not-run')}"
                 out.append(r)
                 continue
             if "reference_code" not in modes:
-                r.verdict, r.reason = "not run at this scale", "statistical.modes has no reference_code"
+                r.verdict, r.reason = "not run at this scale", f"statistical.modes has no reference_code; {cite('not-run')}"
                 out.append(r)
                 continue
             comp = _rec(st[(st["mode"] == "reference_code") & (st.algorithm == algo) & (st.heads == H)])
             if comp is None:
-                r.verdict, r.reason = "not available", f"no reference_code row for {algo}, H={H}"
+                r.verdict, r.reason = "not available", f"no reference_code row for {algo}, H={H}; {cite('not-available')}"
                 out.append(r)
                 continue
             r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
@@ -462,10 +618,10 @@ def e3_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
             g = gate(r.learned, scale)
             note = "the paper's std is test-set noise of one model; ours is over independent runs"
             if g:
-                r.verdict, r.reason = g, f"{why}; {note}"
+                r.verdict, r.reason = g, f"{why}; {note}; {gate_cite(g)}"
             else:
                 r.verdict = agreement(pm, ps, n_paper, comp["mse_mean"], comp["mse_std"], comp["n_seeds"])
-                r.reason = f"{why}; {note}"
+                r.reason = f"{why}; {note}; {cite('paper-number')}"
             out.append(r)
     return out
 
@@ -491,7 +647,7 @@ def e4_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         if comp is not None:
             r.comparable_mean, r.comparable_std, r.comparable_n = comp["prediction_mse_mean"], comp["prediction_mse_std"], comp["n_seeds"]
         if "reference_code" not in modes and "corrected" not in modes:
-            r.verdict, r.reason = "not run at this scale", "ames.modes is empty"
+            r.verdict, r.reason = "not run at this scale", f"ames.modes is empty; {cite('not-run')}"
             out.append(r)
             continue
         r.learned, why = learned_from_row(corr if corr is not None else comp, mse_col="emulation_mse_mean",
@@ -503,7 +659,7 @@ def e4_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         if comp is not None and str(comp.get("all_coef_zero")).lower() == "true":
             extra.append("reference_code: the fit zeroes every coefficient, so the prompt carries no weights")
         r.verdict = "did not learn" if r.learned == "no" else "not comparable: the paper gives no number for E4"
-        r.reason = "; ".join([why, *extra])
+        r.reason = "; ".join([why, *extra, gate_cite(r.verdict)])
         out.append(r)
     return out
 
@@ -521,10 +677,9 @@ def e5_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
                 comparable_mode="no trained counterpart: weights written down (float64)",
                 corrected_mode="hand-built module; value = MSE / target mean square", corrected_mean=rel,
                 learned="n/a (no training)", scale=scale.text)
-        r.verdict = claim_verdict(rel <= EXACT_REL, rel <= APPROX_REL, scale)
-        r.reason = (f"MSE {rec['mse_mean']:.3g}, max |err| {rec.get('max_abs_max', NAN):.3g}; rule: supported when MSE <= "
-                    f"{EXACT_REL:g} x target mean square, partly when <= {APPROX_REL:g}"
-                    + ("; one module (one weight hash) for every algorithm" if one_module else ""))
+        r.verdict = graded(rel, EXACT_REL, APPROX_REL, scale)
+        r.reason = (f"MSE {rec['mse_mean']:.3g}, max |err| {rec.get('max_abs_max', NAN):.3g}"
+                    + ("; one module (one weight hash) for every algorithm" if one_module else "") + f"; {cite('E5-exact')}")
         out.append(r)
     beta = _read_csv(tables / "construction_beta.csv").sort_values("beta")
     m = np.maximum(beta.mse_mean.to_numpy(float), FLOAT64_FLOOR)  # below the floor: rounding, all equal
@@ -540,12 +695,12 @@ def e5_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
     if imin == 0 and m[0] <= FLOAT64_FLOOR:
         r.verdict = "not available"
         r.reason = (f"the smallest beta already reaches the float64 floor, so this beta grid does not resolve the falling "
-                    f"branch (add smaller constructions.beta_study.beta_d2); MSE by beta*D^2: {trend}")
+                    f"branch (add smaller constructions.beta_study.beta_d2); MSE by beta*D^2: {trend}; {cite('not-available')}")
     else:
         r.verdict = claim_verdict(falls and not rises_after, falls, scale)
         r.reason = (f"MSE by beta*D^2: {trend}; smallest at {best.beta_d2:.3g}"
                     + ("; beyond it the read-out rounds to the nearest grid point and the error rises" if rises_after else "")
-                    + "; rule: supported when the MSE falls over the whole beta range, partly when it falls then rises")
+                    + f"; {cite('E5-beta')}")
     out.append(r)
     pst = _read_csv(tables / "construction_p.csv")
     fixed = pst[pst.policy.astype(str).str.startswith("beta*D^2")] if "policy" in pst.columns else pst
@@ -556,43 +711,109 @@ def e5_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
             corrected_mean=slope, learned="n/a (no training)", scale=scale.text)
     if _ok(slope):
         r.verdict = claim_verdict(slope < 0, False, scale)
-        r.reason = "rule: supported when the slope is negative; -2 expected once the grid ends stop mattering"
+        r.reason = f"-2 expected once the grid ends stop mattering; {cite('E5-P')}"
     else:
-        r.verdict, r.reason = "not available", "no fit_slope (too few P above the float64 floor)"
+        r.verdict, r.reason = "not available", f"no fit_slope (too few P above the float64 floor); {cite('not-available')}"
     out.append(r)
-    ms = _read_csv(tables / "construction_multistep.csv")
-    held = float(ms.within_2.min()) if "within_2" in ms.columns else NAN
-    r = Row("E5", "multi-step GD by stacking: error after t steps <= t * eps", f"losses {sorted(ms['loss'].unique())}, "
-            f"t <= {int(ms.t.max())}", paper="||w^_t - w_t|| <= t eps (l-infinity)", comparable_mode="no trained counterpart",
-            corrected_mode="fraction of instances within the bound (l2)", corrected_mean=held, learned="n/a (no training)",
-            scale=scale.text)
-    if _ok(held):
-        r.verdict = claim_verdict(held == 1.0, held > 0, scale)
-        r.reason = (f"l2 bound held in {held:.0%} of instances; l-infinity (the paper's norm, only measured): "
-                    f"{float(ms.within_inf.min()):.0%}" if "within_inf" in ms.columns else "")
-    else:
-        r.verdict, r.reason = "not available", "no within_2 column"
-    out.append(r)
+    out += e5_multistep_rows(_read_csv(tables / "construction_multistep.csv"), scale)
     return out
+
+
+def e5_multistep_rows(ms: pd.DataFrame, scale: Scale) -> list[Row]:
+    """Corollary 4.2.1: a verdict from t >= 2 only; t = 1 holds by construction (eps is the largest one-step error)."""
+    if "within_2" not in ms.columns:
+        return [Row("E5", "multi-step GD by stacking: error after t steps <= t * eps", verdict="not available",
+                    reason=f"no within_2 column in construction_multistep.csv; {cite('not-available')}", scale=scale.text)]
+    losses = sorted(ms["loss"].unique())
+    has_inf = "within_inf" in ms.columns
+    first, later = ms[ms.t == 1], ms[ms.t >= 2]
+
+    def held(frame: pd.DataFrame) -> tuple[float, str]:
+        h = float(frame.within_2.min()) if len(frame) else NAN
+        inf = f"; l-infinity (the paper's norm, only measured): {float(frame.within_inf.min()):.0%}" if has_inf and len(frame) else ""
+        return h, inf
+
+    h1, inf1 = held(first)
+    setup = Row("E5", "multi-step GD by stacking, t = 1: error after one step <= eps (eps is the largest one-step error)",
+                f"losses {losses}, t = 1", paper="||w^_1 - w_1|| <= eps", comparable_mode="no trained counterpart",
+                corrected_mode="fraction of instances within the bound (l2)", corrected_mean=h1,
+                learned="n/a (no training)", scale=scale.text)
+    setup.verdict = setup_check("supported" if h1 == 1.0 else "not supported") if _ok(h1) else "not available"
+    setup.reason = f"l2 bound held in {h1:.0%} of instances{inf1}; {cite('set-up')}" if _ok(h1) else \
+        f"no t = 1 rows; {cite('not-available')}"
+    h, inf = held(later)
+    r = Row("E5", "multi-step GD by stacking: error after t steps <= t * eps",
+            f"losses {losses}, 2 <= t <= {int(ms.t.max())}", paper="||w^_t - w_t|| <= t eps (l-infinity)",
+            comparable_mode="no trained counterpart", corrected_mode="fraction of instances within the bound (l2), t >= 2",
+            corrected_mean=h, learned="n/a (no training)", scale=scale.text)
+    if _ok(h):
+        r.verdict = claim_verdict(h == 1.0, h > 0, scale)
+        r.reason = f"l2 bound held in {h:.0%} of instances at every t >= 2{inf}; {cite('E5-multistep')}"
+    else:
+        r.verdict = "not testable at this scale"
+        r.reason = f"constructions.multistep.steps < 2: at t = 1 the bound holds by construction; {cite('too-few')}"
+    return [setup, r]
 
 
 # ------------------------------------------------------------------------------------------- E6 (essay)
 ESSAY_COLUMNS = ["claim", "essay_prediction", "measured", "ci_low", "ci_high", "verdict", "scale"]
+ESSAY_CLAIM_WORDS = ("supported", "partly supported", "not supported", "inconclusive")
 
 
-def essay_rows(path: Path) -> list[Row]:
+def _dig(mapping: Mapping, dotted: str) -> Any:
+    for part in dotted.split("."):
+        mapping = mapping.get(part, {}) if isinstance(mapping, Mapping) else {}
+    return None if mapping == {} else mapping
+
+
+def essay_scale(config: Mapping) -> Scale:
+    """Rule [reduced] for the essay: below ESSAY_FULL_SCALE (config/config.yaml's essay section) in any of its keys."""
+    sec = config.get("essay", {}) or {}
+    have = {k: _dig(sec, k) for k in ESSAY_FULL_SCALE if k != "seeds"}
+    seeds = sec.get("seeds") if sec.get("seeds") is not None else config.get("seeds")
+    have["seeds"] = len(seeds) if seeds is not None else None
+    short = [f"{k}={have[k]} < {v}" for k, v in ESSAY_FULL_SCALE.items() if have[k] is not None and int(have[k]) < v]
+    if short:
+        return Scale("reduced", False, "reduced scale (" + ", ".join(short) + ")")
+    return Scale("full", True)
+
+
+def essay_rows(path: Path, config: Mapping | None = None) -> list[Row]:
+    """The essay's table, with rules [set-up] and [essay-learned] applied from its tables alone (``essay_claims.csv``
+    and ``essay_curves.csv`` beside it), and [reduced]."""
+    from algo_emu.essay import claims as essay
+
     ess = _read_csv(path)
     missing = _missing_cols(ess, ESSAY_COLUMNS)
     if missing:
         return [Row("E6 (essay)", "companion-essay claims", verdict="not available",
-                    reason=f"{path.name} lacks column(s) {missing}")]
+                    reason=f"{path.name} lacks column(s) {missing}; {cite('not-available')}")]
+    curves_path = path.parent / "essay_curves.csv"
+    check = (essay.learning_check(_read_csv(curves_path)) if curves_path.is_file() else
+             {"learned": "unknown", "text": f"no {curves_path.name} beside {path.name}: the learning check could not be made"})
+    ess = essay.gate(ess, check)
+    scale = essay_scale(config or {})
     out = []
     for rec in ess.to_dict("records"):
+        verdict, reason, kind = str(rec["verdict"]), str(rec["reason"]), rec["kind"]
+        if kind == "set-up check":
+            key = "set-up"
+        elif kind == "not tested":
+            key = "not-tested"
+        elif verdict == "did not learn":
+            key = "essay-learned"
+        elif verdict == "not available":
+            key = "not-available"
+        else:
+            key = "essay"
+            if kind == "trained" and verdict in ESSAY_CLAIM_WORDS and not scale.at_paper:
+                verdict = f"{verdict} (at reduced scale)"
+                reason = f"{reason}; {scale.why_not}"
         out.append(Row("E6 (essay)", str(rec["claim"]), paper=str(rec["essay_prediction"]),
                        comparable_mode="measured", comparable_mean=_f(rec["measured"]),
                        comparable_ci_low=_f(rec["ci_low"]), comparable_ci_high=_f(rec["ci_high"]),
-                       verdict=str(rec["verdict"]), reason=str(rec.get("reason", "") if "reason" in rec else ""),
-                       learned=str(rec.get("learned", "")) if "learned" in rec else "", scale=str(rec["scale"])))
+                       verdict=verdict, reason="; ".join(x for x in (reason, cite(key)) if x),
+                       learned=str(rec["learned"]), scale=str(rec["scale"])))
     return out
 
 
@@ -618,7 +839,7 @@ def build(tables_dir: str | Path, config: Mapping, config_name: str, essay: str 
     for _, _, fn in SECTIONS:
         rows += fn(tables, config, config_name)
     if essay:
-        rows += essay_rows(Path(essay))
+        rows += essay_rows(Path(essay), config)
     frame = pd.DataFrame([{k: v for k, v in asdict(r).items() if k in COLUMNS} for r in rows], columns=COLUMNS)
     return frame
 
@@ -689,3 +910,19 @@ def write(tables_dir: str | Path, config: Mapping, config_name: str, out_md: str
     write_csv(out_csv, frame)
     write_text(out_md, render_markdown(frame, config_name, provenance))
     return frame
+
+
+def docs_page() -> str:
+    """docs/verdicts.md: the rules, exactly as replication.md prints them."""
+    return ("# Verdict rules\n\n"
+            "Every row of `results/replication.md` and `results/tables/replication.csv` gets its verdict by one of these "
+            "rules, stated once in `algo_emu.report.replication.RULE_LIST` and printed at the top of every report "
+            "before any number. This page is generated from that list (`python -m algo_emu.report.replication > "
+            "docs/verdicts.md`; a test checks it is current). `tests/test_verdicts.py` feeds the report wrong result "
+            "sets (the weight-blind model's numbers passed off as the model's, the paper's values x3, a model at "
+            "Var(target), constructions that do not compute) and checks that every verdict the right set earns flips.\n\n"
+            + RULES)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(docs_page(), end="")
