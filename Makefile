@@ -46,7 +46,7 @@ bench: $(BIN)/.installed
 
 # The paper-scale campaign (src/algo_emu/campaign.py): every paper-scale setting still to do, in priority
 # order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per job, resumable
-# across sessions and machines (commit the set, including campaign/resume/, to carry a setting over).
+# across interruptions and machines (commit the set, including campaign/resume/, to carry a setting over).
 campaign: $(BIN)/.installed
 	$(BIN)/python -m algo_emu campaign run --dir results/reference/paper-scale $(CAMPAIGN_ARGS)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# E1's heads sweep alone on a lent GPU machine: a thin wrapper of benchmarks/device_paper_scale.sh, which runs
+# E1's heads sweep alone on a GPU machine without snakemake: a thin wrapper of benchmarks/device_paper_scale.sh, which runs
 # every trained experiment (docs/gpu.md) and whose header says how the budget is split, what is returned under
 # $OUT (gpu_reference.tar.gz with results/reference/gpu/'s layout, SUMMARY.md, status.json, device.json,
 # logs.tar.gz, resume.tar.gz) and how unfinished settings are named.

@@ -2,7 +2,7 @@
 # Every trained experiment (E1 heads, E2 theorem31, E3 statistical, E4 ames) at the paper's scale on one GPU,
 # inside a stated time budget, writing the records the Snakemake rules write (docs/gpu.md).
 #
-# On the lent GPU machine (device tool; no snakemake there, no network):
+# On a GPU machine without snakemake or a network:
 #   run(command="bash benchmarks/device_paper_scale.sh", carry=[".whl", "data/raw"], timeout_s=600)
 # Here on CPU at tiny scale (what tests/test_device_script.py runs):
 #   OUT=/tmp/out SCALE=tiny BUDGET=300 PYTHON=.venv/bin/python bash benchmarks/device_paper_scale.sh
@@ -13,7 +13,7 @@
 # the same --params (each rule's slice of the config section, defaults filled by algo_emu.config.load_config),
 # so the per-seed records are the same files; a test checks the slices against the rules.
 #
-# Budget (BUDGET seconds from the script's start, default 540: one 10-minute device call with margin):
+# Budget (BUDGET seconds from the script's start, default 540: a 10-minute command limit with margin):
 #   * phase 1, until BUDGET - RESERVE: one scheduler runs every step (data, fits, training, weight-blind
 #     baselines, frozen evaluation) as its own process, at most MAX_JOBS at once (default: the CPU count;
 #     all share the one GPU), ready steps started in the order of EXPERIMENTS (default: E1's published heads
@@ -35,7 +35,7 @@
 # its resume.tar.gz (if committed there) is the default RESUME. A checkpoint of other code or config is
 # ignored by the trainer (its fingerprint), so a stale RESUME costs only the time to unpack it.
 #
-# Returned under $OUT (flat: the device tool returns at most 8 files, no more than 2 folders deep):
+# Returned under $OUT (flat: a remote runner may return at most 8 files, no more than 2 folders deep):
 #   gpu_reference.tar.gz  gpu/...: extract in results/reference/ -> results/reference/gpu/ (records, tables,
 #                         figures, learning curves, README.md, status.json, device.json; never weights)
 #   SUMMARY.md            = gpu/README.md: what finished, what is missing and why, the device, the times
@@ -53,7 +53,7 @@
 # threads per step), WORK=/tmp/algo-emu-gpu (scratch), RESUME, REUSE_DIR, GIT_COMMIT (recorded in
 # device.json; the copy sent has no .git), PYTHON (default python3: the one holding torch there).
 set -uo pipefail
-: "${OUT:?set OUT (the device tool sets it)}"
+: "${OUT:?set OUT (the folder the results are written to)}"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 # jsonschema (config validation) is not installed on the device machine: install the carried wheels (docs/gpu.md).
@@ -683,10 +683,10 @@ if keep:
             tf.add(k)
     if (OUT / "resume.tar.gz").stat().st_size > 15 * 2**20:
         (OUT / "resume.tar.gz").unlink()
-        print("resume.tar.gz over 15 MiB: not returned (the device tool returns at most 16 MiB a file)")
+        print("resume.tar.gz over 15 MiB: not returned (a remote runner may return at most 16 MiB a file)")
 for f in sorted(OUT.iterdir()):
     size = f.stat().st_size
-    print(f"$OUT/{f.name}: {size / 2**20:.2f} MiB" + ("  OVER the 16 MiB the device tool returns" if size > 16 * 2**20 else ""))
+    print(f"$OUT/{f.name}: {size / 2**20:.2f} MiB" + ("  OVER the 16 MiB a remote runner may return" if size > 16 * 2**20 else ""))
 print(summary)
 sys.exit(0 if status["complete"] else (3 if wanted_total > missing_total else 1))
 PYEOF

@@ -147,7 +147,7 @@ def main(argv=None) -> int:
                 "10 seeds x K/Q/V = 30 members; s_per_epoch_per_seed = wall seconds for one epoch of the three "
                 "emulators of one seed, amortised over the ensemble",
         "published_loop_s_per_epoch_per_seed": {"1": 17.0, "12": 51.0},
-        "published_loop_note": "reference-protocol.md: the published loop on a 2-core machine like ours (not run here)",
+        "published_loop_note": "the published code's own training loop, timed outside this repository on a 2-core machine like ours (not run here)",
         "useful_mflop_per_step_per_seed": seed_step_mflop(pruned=True),
         "useful_mflop_per_step": seed_step_mflop(pruned=True) * SEEDS,
         "protocol_full_p_mflop_per_step_per_seed": seed_step_mflop(pruned=False),

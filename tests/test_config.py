@@ -56,7 +56,7 @@ def test_missing_and_malformed_files(tmp_path):
         load_config(bad)
 
 
-# ----------------------------------------------------------------------------- issue 11 / issue 9 item 4
+# ----------------------------------------------------------------------------- bad configs name the key
 
 
 def test_config_layer_imports_no_torch():
@@ -151,7 +151,7 @@ def test_config_errors_through_snakemake(tmp_path):
     assert not (tmp_path / "data").exists()  # refused before the first job
 
 
-# ----------------------------------------------------------------------------- issue 9 item 4: defaults only in the schemas
+# ----------------------------------------------------------------------------- defaults only in the schemas
 
 
 TRAINED_SECTIONS = ("heads", "theorem31", "statistical", "ames")

@@ -2,7 +2,7 @@
 
 Fast: both device scripts parse, and the script's --params slices are the rules' (so its records are the
 records Snakemake would write). Slow (`pytest -m slow`, minutes on 2 cores): a whole tiny run writes records,
-tables and figures of every trained experiment into the files the device tool returns; a run whose budget
+tables and figures of every trained experiment into the files a remote run returns; a run whose budget
 cannot fit one experiment names that experiment's settings as missing (cut at the deadline), aggregates only
 what finished and returns the checkpoints to resume from.
 """

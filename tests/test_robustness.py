@@ -1,4 +1,4 @@
-"""Stale state never passes silently (issue 11): content-stable digests, checkpoints tied to the
+"""Stale state never passes silently: content-stable digests, checkpoints tied to the
 code and config that wrote them, a killed write's temporary file cleaned on the next write."""
 
 from __future__ import annotations

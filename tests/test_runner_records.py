@@ -1,4 +1,4 @@
-"""The one runner, run record, aggregation and step declaration (issue 9, items 1-2)."""
+"""The one runner, run record, aggregation and step declaration."""
 
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def test_bad_config_is_rejected_by_the_workflow(tmp_path):
 
 
 def test_parsing_the_workflow_imports_no_torch(tmp_path):
-    """A dry run (and every SLURM job's parse) validates the config without importing torch (issue 9 item 4)."""
+    """A dry run (and every SLURM job's parse) validates the config without importing torch."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"),
                            "--directory", str(tmp_path), "--configfile", str(REPO_ROOT / "tests" / "tiny.yaml"),
                            "--cores", "1", "all", "-n", "-q"], capture_output=True, text=True, timeout=300)

@@ -2,8 +2,8 @@
 
 The paper's claim is that a frozen model computes an algorithm from weights
 written into the prompt. A low test MSE alone does not show that: a model that
-ignores the weights can score well when the weights barely change the target
-(issue 10). This module is the one mechanism E2, E3 and E4 use to check it.
+ignores the weights can score well when the weights barely change the target.
+This module is the one mechanism E2, E3 and E4 use to check it.
 
 **Ablations** (:func:`ablate`, :func:`ablated_inputs`): the same frozen model,
 the same prompts and the same targets, with the prompt's weights replaced by

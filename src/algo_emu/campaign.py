@@ -1,5 +1,5 @@
 """The paper-scale campaign: every paper-scale setting from one pinned commit, one setting per job,
-resumable across sessions and onto a fresh machine with the same command.
+resumable after an interruption and on a fresh machine with the same command.
 
     make campaign                                         # = python -m algo_emu campaign run
     python -m algo_emu campaign status                    # done / running / left, with predicted hours
@@ -17,7 +17,7 @@ When a setting finishes, its per-seed records are copied into the set, the set's
 page are rebuilt and its manifest (``manifest.json``: commit, code digest, config hash, hardware,
 wall time per setting, sha256 of every file) is written anew.
 
-Surviving a session's end. While a setting trains, its checkpoint (weights, optimiser state, epoch,
+Surviving an interruption. While a setting trains, its checkpoint (weights, optimiser state, epoch,
 history: a few MB) is copied into ``<dir>/campaign/resume/`` every few minutes; committing the set
 then carries the unfinished setting over. On the next ``run`` (any machine) the checkpoint is put
 back where the pinned commit's rule looks for it, and training resumes from its epoch (the engine
@@ -70,7 +70,7 @@ class CampaignError(RuntimeError):
 @dataclass(frozen=True)
 class Setting:
     """One paper-scale setting: the Snakemake targets that make it (paths under the worktree's
-    ``results/``), the record files the set keeps, the checkpoints that carry it over a session's end."""
+    ``results/``), the record files the set keeps, the checkpoints that carry it over an interruption."""
 
     name: str  # e.g. "heads/published/H12_p60": also the records' folder inside the set
     experiment: str  # heads | statistical | ames | theorem31
@@ -479,7 +479,7 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
     if commits != {state["commit"]}:
         raise CampaignError(f"setting {s.name}: records name commits {sorted(map(str, commits))}, the campaign is "
                             f"pinned to {state['commit']}")
-    # Training time over every call that made it (a setting resumed after a session's end spans several).
+    # Training time over every call that made it (a setting resumed after an interruption spans several).
     epochs_s = [sum(read_json(wt / r).get("timing", {}).get("epoch_seconds", [])) for r in s.records]
     drop_resume(set_dir, s)
     return {"status": "done", "commit": state["commit"], "code_version": state.get("code_version"),

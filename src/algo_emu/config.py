@@ -88,7 +88,7 @@ def _default_filling_validator():
     """Draft 2020-12 validator that fills in ``default`` values, as snakemake.utils.validate does.
 
     The package validates with jsonschema directly so that it also runs where
-    snakemake is not installed (e.g. the lent GPU machine).
+    snakemake is not installed (e.g. a bare GPU machine).
     """
     from jsonschema import Draft202012Validator, validators
 

@@ -1,4 +1,4 @@
-"""One run record for every trained experiment, and its tidy view (issue 9, item 2).
+"""One run record for every trained experiment, and its tidy view.
 
 Every trained experiment writes one ``metrics.json`` per seed (through :class:`algo_emu.runner.Runner`).
 What a table reads from those files is declared once per experiment as a :class:`RunSpec`: which

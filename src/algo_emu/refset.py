@@ -2,7 +2,7 @@
 
 A reference set is a finished ``snakemake all`` run (for example ``--configfile config/reference.yaml``)
 whose small outputs are committed under ``results/reference/<name>/`` so that a reviewer can read the
-evidence on the repository without running anything (issue 12):
+evidence on the repository without running anything:
 
     python -m algo_emu refset collect --results results --dir results/reference/reference-scale
     python -m algo_emu refset build --dir results/reference/reference-scale --config config/reference.yaml

@@ -1,4 +1,4 @@
-"""The one experiment runner (issue 9, item 1): what every trained experiment shares.
+"""The one experiment runner: what every trained experiment shares.
 
 A trained experiment supplies a task (``batch``, ``members``, ``n_train``), a model and an
 evaluation; :class:`Runner` owns the rest:

@@ -13,7 +13,7 @@ two modes:
     training target is the prompt's own prediction ``w.x + b``. The three fits
     alone are not enough to make an emulator read ``w``: their predictions
     nearly coincide (pairwise test MSE 0.002-0.02 against a target variance of
-    about 0.13), so a model that ignores ``w`` scores almost as well (issue 10).
+    about 0.13), so a model that ignores ``w`` scores almost as well.
     Corrected mode therefore also draws a **weight pool** (:func:`weight_pool`):
     many weight vectors per seed, which training and evaluation pair with rows.
 

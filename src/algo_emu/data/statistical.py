@@ -3,7 +3,7 @@
 Two modes.
 
 ``reference_code`` -- the published protocol, stated in our own words
-    (shared/reference-protocol.md, E3). Per prompt: X (n x d) with entries
+    (the published code at commit 6d39297; arXiv 2508.17550v2, Appendix C.1). Per prompt: X (n x d) with entries
     2z - 1 (z standard normal), w standard normal in R^d, then by algorithm
 
     * ``linear``: w as drawn;

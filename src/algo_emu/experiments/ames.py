@@ -30,7 +30,7 @@ Examples:
 ``--params`` is the resolved ``ames`` config section as JSON (keys a step does not
 use are ignored there; the schema checks them).
 
-The emulator (reference-protocol.md, E4): one token per prompt (n = 1),
+The emulator (the published code at commit 6d39297; Appendix C.2): one token per prompt (n = 1),
 ``[x; w]`` in ``reference_code`` mode and ``[x; 1; w; b]`` in ``corrected`` mode,
 the project's block (emulator.py) with p = ``total_tokens``, H = ``heads``,
 h = the token width rounded up to a multiple of H (``hidden: auto``; the paper's
@@ -193,7 +193,7 @@ def training_examples(seed: int, prepared: Mapping[str, np.ndarray], fitted: Map
     X = np.asarray(prepared["X_train"], np.float64)
     if mode == "corrected":
         if "pool_train_coef" not in fitted:
-            raise ValueError("corrected fits without a weight pool (written before issue 10): rerun `ames fit`")
+            raise ValueError("corrected fits without a weight pool (written by an older version): rerun `ames fit`")
         tokens, targets, v = pool_prompts(X, fitted["pool_train_coef"], fitted["pool_train_intercept"],
                                           fitted["pool_train_pairs"], mode)
         return tokens, targets, fitted["pool_train_family"][v]
@@ -611,7 +611,7 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
 
 def _has_prompt_sets(record: Mapping, source: str) -> None:
     if "prompt_sets" not in record:
-        raise ValueError(f"{source}: metrics without prompt_sets (written before issue 10): rerun `ames evaluate`")
+        raise ValueError(f"{source}: metrics without prompt_sets (written by an older version): rerun `ames evaluate`")
 
 
 #: What an ames record holds, as rows: one per (mode, prompt set, seed).

@@ -1,6 +1,6 @@
 """The paper's emulator block, as an ensemble with a leading member axis.
 
-The block (reference-protocol.md, "The emulator block"):
+The block (as the published code at commit 6d39297 builds it):
 
 1. token map: ``Linear(d_in -> h)`` on each of the n input tokens, times a
    learnable per-token, per-channel gain (n x h, initialised to 1);

@@ -44,7 +44,7 @@ Z_AGREE = 2.0
 #: a rate read from a fit needs at least this many settings (through two points a + b/H fits exactly: R^2 = 1).
 MIN_FIT_POINTS = fit.MIN_POINTS
 
-#: The scale at which the paper made its numbers (reference-protocol.md); a trained experiment run at a
+#: The scale at which the paper made its numbers (arXiv 2508.17550v2 and its published code); a trained experiment run at a
 #: smaller N or fewer epochs is "not comparable" with them, whatever its numbers say.
 PAPER_SCALE = {
     "heads": {"n_prompts": 50_000, "epochs": 50},
@@ -534,7 +534,7 @@ def e2_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
     fe = _read_csv(tables / "f_emulation.csv")
     gd = _read_csv(tables / "f_gd_step.csv")
     not_comp = ("not reproduced: the published script feeds the target into the model's input and mixes every "
-                "token into the target (reference-protocol.md, E2)")
+                "token into the target (the published code at commit 6d39297, E2)")
     out = []
     for f, grp in fe.groupby("f", sort=False):
         rec = grp.sort_values("p").iloc[-1].to_dict()
@@ -698,7 +698,10 @@ def e5_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
                     f"branch (add smaller constructions.beta_study.beta_d2); MSE by beta*D^2: {trend}; {cite('not-available')}")
     else:
         r.verdict = claim_verdict(falls and not rises_after, falls, scale)
-        r.reason = (f"MSE by beta*D^2: {trend}; smallest at {best.beta_d2:.3g}"
+        at_floor = [float(v) for v, mm in zip(beta.beta_d2, m) if mm <= FLOAT64_FLOOR]
+        where = (f"at the float64 floor (<= {FLOAT64_FLOOR:.3g}) from beta*D^2 = {at_floor[0]:.3g} to {at_floor[-1]:.3g}"
+                 if len(at_floor) > 1 else f"smallest at {best.beta_d2:.3g}")
+        r.reason = (f"MSE by beta*D^2: {trend}; {where}"
                     + ("; beyond it the read-out rounds to the nearest grid point and the error rises" if rises_after else "")
                     + f"; {cite('E5-beta')}")
     out.append(r)
