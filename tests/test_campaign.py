@@ -78,6 +78,30 @@ def test_manifest_verify_reads_a_run_manifest_and_its_collected_copy(tmp_path):
     assert mf.verify(tmp_path / "nowhere") == [f"{tmp_path / 'nowhere' / 'manifest.json'}: no manifest"]
 
 
+def test_seal_lists_a_reference_set_whole_and_names_what_was_rebuilt_after_the_run(tmp_path):
+    d = tmp_path / "set"
+    (d / "tables").mkdir(parents=True)
+    (d / "tables/replication.csv").write_text("v\nold\n")
+    (d / "tables/t.csv").write_text("a\n1\n")
+    listed = {f"results/tables/{n}": {"sha256": mf.sha256_file(d / "tables" / n), "bytes": 1}
+              for n in ("replication.csv", "t.csv")}
+    (d / "manifest.json").write_text(json.dumps({"outputs": listed, "git": {"commit": "abc"}}))
+    (d / "tables/replication.csv").write_text("v\nrebuilt\n")  # a report rebuilt later from the tables
+    (d / "README.md").write_text("# set\n")
+    before = mf.verify(d)
+    assert len(before) == 1 and "tables/replication.csv: differs from the manifest" in before[0]
+    m = mf.seal(d, note="report rebuilt")
+    assert m["sealed"]["rebuilt_after_the_run"] == ["results/tables/replication.csv"]
+    assert m["sealed"]["added_after_the_run"] == ["README.md"]
+    assert m["git"] == {"commit": "abc"} and m["outputs"] == listed  # the run's own record is kept as written
+    assert mf.verify(d) == []
+    (d / "README.md").write_text("# edited\n")
+    assert [p.rsplit("/", 1)[1].split(":")[0] for p in mf.verify(d)] == ["README.md"]
+    with pytest.raises(ValueError, match="not a run's manifest"):
+        _campaign_tree(tmp_path / "c")
+        mf.seal(tmp_path / "c" / "set")
+
+
 def test_manifest_verify_command_exits_nonzero_and_names_the_file(tmp_path, capsys):
     from algo_emu.cli import main
 

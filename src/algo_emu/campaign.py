@@ -315,23 +315,10 @@ def drop_resume(set_dir: Path, s: Setting) -> None:
 # Hardware and the manifest of a committed set
 # ---------------------------------------------------------------------------------------------------------
 
-MANIFEST = "manifest.json"
-#: Never listed in a set's manifest: the manifest itself, and transient resume state.
-UNLISTED = (MANIFEST, RESUME_DIR)
-
-
-def listed_files(set_dir: Path) -> list[str]:
-    out = []
-    for p in sorted(set_dir.rglob("*")):
-        rel = p.relative_to(set_dir).as_posix()
-        if p.is_file() and not any(rel == u or rel.startswith(u + "/") for u in UNLISTED):
-            out.append(rel)
-    return out
-
-
 def write_manifest(set_dir: Path, state: dict) -> dict:
-    files = {rel: {"sha256": sha256_file(set_dir / rel), "bytes": (set_dir / rel).stat().st_size}
-             for rel in listed_files(set_dir)}
+    from algo_emu.report.manifest import file_hashes
+
+    files = file_hashes(set_dir)
     manifest = {
         "kind": "campaign set",
         "files_root": ".",
@@ -347,7 +334,7 @@ def write_manifest(set_dir: Path, state: dict) -> dict:
         "files": files,
         "n_files": len(files),
     }
-    write_json(set_dir / MANIFEST, manifest)
+    write_json(set_dir / "manifest.json", manifest)
     return manifest
 
 
@@ -535,8 +522,8 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
         print(f"{_now()} campaign: {s.name} ({status}) at {state['commit'][:12]}: {s.why}", flush=True)
         entry = run_setting(set_dir, wt, state, s, cores, save_every)
         state = load_state(set_dir)
-        state["settings"][s.name] = {**state["settings"].get(s.name, {}), **entry}
-        state["settings"][s.name].pop("replay", None) if entry["status"] == "done" else None
+        # made at the pinned commit now: an earlier replay of older records no longer describes it
+        state["settings"][s.name] = {k: v for k, v in state["settings"].get(s.name, {}).items() if k != "replay"} | entry
         save_state(set_dir, state)
         build_page(set_dir, root)
         finished.append(s.name)

@@ -322,6 +322,10 @@ def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str
     lines += ["", "## Figures", ""] + [f"- [{p.stem}]({rel(p)})" for p in figs]
     out = d / "README.md"
     write_text(out, "\n".join(lines) + "\n")
+    from algo_emu.report.manifest import seal
+
+    # every file of the set listed in its manifest, the files rebuilt since the run named (manifest verify)
+    seal(d, note=f"refset build: README and learning curves from the set's records and tables ({config_path})")
     return out
 
 

@@ -194,8 +194,6 @@ def verify(tree: str | Path) -> list[str]:
     if "files" in manifest:  # a campaign set: every file of the tree is listed
         root = tree / manifest.get("files_root", ".")
         expected = {root / rel: entry for rel, entry in manifest["files"].items()}
-        from algo_emu.campaign import listed_files
-
         for rel in listed_files(root):
             if root / rel not in expected:
                 problems.append(f"{root / rel}: not in the manifest (added or renamed after it was written)")
@@ -218,6 +216,66 @@ def verify(tree: str | Path) -> list[str]:
     return problems
 
 
+#: Never listed in a committed set's ``files``: the manifest itself, and a campaign's transient resume state.
+UNLISTED = ("manifest.json", "campaign/resume")
+
+
+def listed_files(tree: str | Path) -> list[str]:
+    """Every file of a committed set that its manifest lists (relative POSIX paths, sorted)."""
+    tree = Path(tree)
+    out = []
+    for p in sorted(tree.rglob("*")):
+        rel = p.relative_to(tree).as_posix()
+        if p.is_file() and not any(rel == u or rel.startswith(u + "/") for u in UNLISTED):
+            out.append(rel)
+    return out
+
+
+def file_hashes(tree: str | Path) -> dict[str, dict[str, Any]]:
+    tree = Path(tree)
+    return {rel: {"sha256": sha256_file(tree / rel), "bytes": (tree / rel).stat().st_size} for rel in listed_files(tree)}
+
+
+def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
+    """List every file of a committed set made from a finished run in its ``manifest.json`` (``files``), so
+    that ``verify`` checks the whole tree. The run's own record (commit, config hash, timings, ``outputs``
+    as the run wrote them) stays as it was; files that differ from the run's ``outputs`` (a report rebuilt
+    later from the set's tables) are named under ``sealed.rebuilt_after_the_run`` with the commit that
+    sealed them."""
+    tree = Path(tree)
+    path = tree / "manifest.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no run manifest to seal")
+    manifest = json.loads(path.read_text())
+    if "outputs" not in manifest:
+        raise ValueError(f"{path}: not a run's manifest (no 'outputs'); a campaign set writes its own")
+    rebuilt = sorted(p for p, e in manifest["outputs"].items()
+                     if _resolve(tree, p).is_file() and sha256_file(_resolve(tree, p)) != e["sha256"])
+    files = file_hashes(tree)
+    run_listed = {_resolve(tree, p).relative_to(tree).as_posix()
+                  for key in ("outputs", "records") for p in manifest.get(key, {})}
+    code_versions = set()
+    for rel in files:
+        if rel.endswith("metrics.json"):
+            env = json.loads((tree / rel).read_text()).get("environment") or {}
+            if env.get("code_version"):
+                code_versions.add(env["code_version"])
+    manifest |= {
+        "files_root": ".",
+        "files": files,
+        "n_files": len(files),
+        "code_versions": sorted(code_versions),
+        "sealed": {"when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                   "by_commit": git_state().get("commit"), "note": note,
+                   "rebuilt_after_the_run": rebuilt,
+                   # the set's README, learning curves and the like (records and benchmarks are the run's own)
+                   "added_after_the_run": sorted(r for r in files if r not in run_listed
+                                                 and not r.startswith((*RECORD_DIRS, "benchmarks/")))},
+    }
+    write_json(path, manifest)
+    return manifest
+
+
 def _verify_main(args: argparse.Namespace) -> int:
     bad = 0
     for tree in args.dirs:
@@ -229,9 +287,19 @@ def _verify_main(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _seal_main(args: argparse.Namespace) -> int:
+    m = seal(args.dir, args.note)
+    print(f"{args.dir}: {m['n_files']} files listed; rebuilt after the run: {m['sealed']['rebuilt_after_the_run']}")
+    return 0
+
+
 def add_parser(parser: argparse.ArgumentParser) -> None:
-    """``python -m algo_emu manifest verify <dir> [<dir> ...]``."""
+    """``python -m algo_emu manifest verify <dir> [<dir> ...]`` and ``manifest seal <dir>``."""
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("verify", help="check a results tree or committed set against its manifest.json")
     p.add_argument("dirs", nargs="+", metavar="dir")
     p.set_defaults(func=_verify_main)
+    p = sub.add_parser("seal", help="list every file of a committed reference set in its run manifest")
+    p.add_argument("dir")
+    p.add_argument("--note", default="", help="why the set changed since the run (recorded)")
+    p.set_defaults(func=_seal_main)
