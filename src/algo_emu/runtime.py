@@ -128,8 +128,61 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                             timeout=5, check=False)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _memory_gib() -> float | None:
+    """Physical memory of the machine in GiB (``/proc/meminfo``, else sysconf), or None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def hardware(device: torch.device | str | None = None) -> dict[str, Any]:
+    """The machine a number was made on: CPU model, logical cores (all, and those this process may
+    use), physical memory (GiB); with a CUDA ``device``, the GPU's name and memory (GiB) as well.
+    Torch is imported only for a CUDA device (the manifest and campaign call it torch-free)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    info: dict[str, Any] = {
+        "machine": platform.machine(), "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
+        "cpu_count_usable": usable, "memory_gib": _memory_gib(), "gpu_name": None, "gpu_memory_gib": None,
+    }
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(torch.device(device))
+            info["gpu_name"] = props.name
+            info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+    return info
+
+
 def environment(device: torch.device) -> dict[str, Any]:
-    """What produced a number: device, versions, threads, commit, package source digest."""
+    """What produced a number: device, versions, threads, commit, package source digest, and the
+    hardware (:func:`hardware`: CPU model, cores, memory; GPU name and memory on CUDA)."""
     import torch
 
     info: dict[str, Any] = {
@@ -143,23 +196,6 @@ def environment(device: torch.device) -> dict[str, Any]:
         "git_commit": git_commit(),
         "code_version": code_version(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "hardware": hardware(device),
     }
-    return info
-
-
-def hardware() -> dict[str, Any]:
-    """The machine a number was made on: CPU model, core count, memory (GiB). Torch-free."""
-    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": None,
-                            "memory_gib": None}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
-                break
-    except OSError:  # pragma: no cover - not Linux
-        pass
     return info
