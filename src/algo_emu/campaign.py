@@ -253,8 +253,10 @@ def setting_status(set_dir: Path, state: dict, s: Setting) -> str:
         earlier = {m["to"] for m in state["moves"]}  # made by this campaign before an explicit move
         if len(commits) == 1 and entry.get("status") == "done" and entry.get("commit") in commits & earlier:
             return "done"
-        if entry.get("replay", {}).get("match") and entry["replay"].get("commit") == state["commit"]:
-            return "adopted"
+        rp = entry.get("replay", {})
+        if rp.get("match") and rp.get("commit") == state["commit"] and rp.get("records_sha256") == {
+                p.relative_to(set_dir).as_posix(): sha256_file(p) for p in _records_in_set(set_dir, s)}:
+            return "adopted"  # the very files the replay reproduced
         return "legacy"
     if any(present):
         return "partial"
@@ -353,7 +355,9 @@ def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT)
     s = {x.name: x for x in settings(cfg)}.get(setting)
     if s is None or s.experiment != "heads":
         raise CampaignError(f"replay: {setting!r} is not an E1 setting of {config} (replay covers E1 records)")
-    recs = {p: read_json(p) for p in _records_in_set(set_dir, s) if p.is_file()}
+    in_set = _records_in_set(set_dir, s)
+    paths = in_set if any(p.is_file() for p in in_set) else [set_dir / PRE / s.set_path(r) for r in s.records]
+    recs = {p: read_json(p) for p in paths if p.is_file()}
     if len(recs) != len(s.records):
         raise CampaignError(f"replay {setting}: {len(s.records) - len(recs)} of {len(s.records)} records missing "
                             f"under {set_dir}")
@@ -407,13 +411,43 @@ def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT)
                "mismatches": mismatched[:10], "n_mismatches": len(mismatched),
                "records_commits": sorted({r["environment"].get("git_commit") for r in recs.values()}),
                "records_code_versions": sorted({r["environment"].get("code_version") for r in recs.values()}),
-               "seconds": round(time.time() - t0, 1), "when": _now(), "hardware": hardware()}
+               "seconds": round(time.time() - t0, 1), "when": _now(), "hardware": hardware(),
+               "records_sha256": {p.relative_to(set_dir).as_posix(): sha256_file(p) for p in sorted(recs)}}
     state = load_state(set_dir)  # re-read: another process may have written it meanwhile
     state["settings"].setdefault(s.name, {})["replay"] = outcome
-    state["settings"][s.name]["status"] = "adopted" if outcome["match"] else "legacy"
     save_state(set_dir, state)
     shutil.rmtree(scratch, ignore_errors=True)
+    if not outcome["match"]:
+        retire(set_dir, s)
     return outcome
+
+
+#: Where records that the campaign did not make and could not adopt are kept, with their own page.
+PRE = "pre-campaign"
+
+
+def retire(set_dir: Path, s: Setting) -> list[Path]:
+    """Move a setting's records made by another commit (and their training log) out of the campaign's
+    set into ``<set>/pre-campaign/``, where they keep their own page: the campaign's tables then hold only
+    what its pinned commit made or adopted, and the setting is trained again."""
+    moved = []
+    for src in _records_in_set(set_dir, s):
+        if src.is_file():
+            dest = set_dir / PRE / src.relative_to(set_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+            moved.append(dest)
+    if s.experiment == "heads":
+        _, protocol, hp = s.name.split("/")
+        log = set_dir / "logs" / f"{protocol}_{hp}.log"
+        if log.is_file():
+            (set_dir / PRE / "logs").mkdir(parents=True, exist_ok=True)
+            os.replace(log, set_dir / PRE / "logs" / log.name)
+    for d in sorted({p.parent for p in _records_in_set(set_dir, s)} | {p.parent.parent for p in _records_in_set(set_dir, s)},
+                    reverse=True):
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+    return moved
 
 
 # ---------------------------------------------------------------------------------------------------------

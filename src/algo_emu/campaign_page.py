@@ -41,6 +41,11 @@ def predicted_seconds(set_dir: Path, s, done_walls: dict[str, float]) -> tuple[f
     return None, "not benchmarked yet"
 
 
+def _unpin_config_path(readme: Path, wt: Path, config: str) -> None:
+    """The page names the config as the repository does, not by the worktree's absolute path."""
+    write_text(readme, readme.read_text().replace(str(wt / config), config))
+
+
 def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     from algo_emu import campaign as cp
     from algo_emu.experiments import heads
@@ -59,6 +64,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
             wall = max((r.get("timing", {}).get("wall_seconds_job") or 0.0) for r in recs) or None
         if wall and st in ("done", "adopted", "legacy"):
             done_walls[s.name] = wall
+        pre = [set_dir / cp.PRE / s.set_path(r) for r in s.records]
+        if st == "todo" and all(p.is_file() for p in pre):  # retired: its earlier run measured the cost
+            wall = max((read_json(p).get("timing", {}).get("wall_seconds_job") or 0.0) for p in pre) or None
         rows.append((s, st, entry, wall))
         paths = [str(set_dir / s.set_path(r)) for r in s.records]
         if st in ("done", "adopted") and s.experiment == "heads":
@@ -75,6 +83,10 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         commit = entry.get("commit") or (entry.get("replay", {}) or {}).get("commit") or ""
         if st in ("done", "adopted"):
             when = _fmt_h(wall)
+        elif wall:  # a retired setting: its own earlier run on this project's machines
+            pred, source = wall, "its pre-campaign run"
+            when = f"predicted {_fmt_h(pred)} ({source})"
+            left_h += pred / 3600
         else:
             pred, source = predicted_seconds(set_dir, s, done_walls)
             when = f"predicted {_fmt_h(pred)} ({source})"
@@ -82,7 +94,10 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                 unknown.append(s.name)
             else:
                 left_h += pred / 3600
-        table.append(f"| {i} | `{s.name}` | {st}: {STATUS_WORDS[st]} | {when} | {commit[:12]} | {s.why} |")
+        word = STATUS_WORDS[st]
+        if st == "todo" and entry.get("replay") and not entry["replay"]["match"]:
+            word = "to do: its earlier records differ from the pinned commit's (replay below) and moved to pre-campaign/"
+        table.append(f"| {i} | `{s.name}` | {st}: {word} | {when} | {commit[:12]} | {s.why} |")
     n_done = sum(st in ("done", "adopted") for _, st, _, _ in rows)
     replays = [f"- `{s.name}`: {'MATCH' if e['replay']['match'] else 'DIFFERS'}: {e['replay']['compared']} "
                f"train losses (epoch 1 of every member) retrained at {e['replay']['commit'][:12]} with "
@@ -111,6 +126,11 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     ]
     if replays:
         pre += ["Records made before the campaign, replayed at its commit:", "", *replays, ""]
+    pre_records = sorted(str(p) for p in (set_dir / cp.PRE).glob("heads/*/runs/H*_p*/seed*/metrics.json"))
+    if pre_records:
+        pre += ["Records made before the campaign by other commits, which its pinned commit does not reproduce bit "
+                "for bit, are kept apart with their own page and tables: "
+                f"[`{cp.PRE}/README.md`]({cp.PRE}/README.md). They never enter the tables of this page.", ""]
     if left_out:
         pre += ["Records in this folder that do NOT enter the tables below:", "", *left_out, ""]
     e1_commits = sorted({(e.get("commit") or e.get("replay", {}).get("commit") or "?")[:12]
@@ -119,11 +139,25 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         pre += [f"**MIXED: the E1 tables below combine settings made at {len(e1_commits)} commits "
                 f"({', '.join(e1_commits)}); each setting's commit is in the table above.**", ""]
     pre += ["## E1 from the settings done", ""]
+    if pre_records:
+        heads.reference_report(
+            set_dir / cp.PRE, wt / state["config"],
+            "Before the campaign: E1 records made by earlier commits (not the campaign's evidence)",
+            metrics=pre_records, rebuild="python -m algo_emu campaign page",
+            preamble=["These per-seed records were trained before the campaign, by other commits of this project "
+                      "on its 2-core machines. Retraining their first epoch at the campaign's pinned commit did not "
+                      "reproduce them bit for bit (see [the campaign's page](../README.md)), so they are kept here, "
+                      "apart, and the campaign trains these settings again.", ""])
+        _unpin_config_path(set_dir / cp.PRE / "README.md", wt, state["config"])
+    if not e1_metrics:  # derived E1 files of records no longer in the set must not outlive them
+        for pattern in ("tables/heads_*", "tables/prompt_length_*", "figures/heads_vs_mse.*",
+                        "figures/prompt_length_vs_mse.*"):
+            for f in set_dir.glob(pattern):
+                f.unlink()
     if e1_metrics:
         heads.reference_report(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
                                metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page")
-        text = (set_dir / "README.md").read_text().replace(str(wt / state["config"]), state["config"])
-        write_text(set_dir / "README.md", text)
+        _unpin_config_path(set_dir / "README.md", wt, state["config"])
     else:
         write_text(set_dir / "README.md", "# The paper's scale: the campaign's committed set\n\n" + "\n".join(pre)
                    + "\nNo E1 setting is done yet.\n")
