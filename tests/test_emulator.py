@@ -78,3 +78,29 @@ def test_fused_training_step_matches_matmul():
         grads[attention] = {k: v.grad for k, v in model.named_parameters()}
     for k in grads["matmul"]:
         torch.testing.assert_close(grads["fused"][k], grads["matmul"][k], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused"])
+@pytest.mark.parametrize("heads,keep", [(1, slice(4, 9)), (4, slice(0, 3)), (12, slice(5, 9)), (2, slice(0, 9))])
+def test_kept_queries_equal_full_forward_then_slice(attention, heads, keep):
+    """forward(x, keep) (queries of the kept tokens only) = forward(x)[:, :, keep] = the plain block, in
+    value and in every parameter's gradient, at float64 tolerance."""
+    model = EnsembleEmulator(_gens(3), d_in=5, d_out=[1, 2, 1], n_tokens=9, hidden=24, heads=heads,
+                             total_tokens=14, dtype=torch.float64, attention=attention)
+    with torch.no_grad():
+        model.gain.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(9))
+        model.ext.add_(0.1 * torch.randn(model.ext.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64))
+    x = torch.randn(3, 6, 9, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    w = torch.randn(3, 6, keep.stop - keep.start, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    grads = {}
+    for how in ("full", "kept"):
+        model.zero_grad()
+        y = model(x)[:, :, keep] if how == "full" else model(x, keep=keep)
+        (y * w).sum().backward()
+        grads[how] = {k: v.grad.clone() for k, v in model.named_parameters()}
+        if how == "kept":
+            for e in range(3):
+                ref = reference_forward(model.member_state(e), x[e], heads)[:, keep]
+                torch.testing.assert_close(y[e, ..., : model.d_outs[e]], ref, rtol=0, atol=1e-12)
+    for k in grads["full"]:
+        torch.testing.assert_close(grads["kept"][k], grads["full"][k], rtol=1e-10, atol=1e-12)

@@ -120,6 +120,49 @@ def epoch_order(members: Sequence[Member], n_train: int, epoch: int, stream: str
     return torch.stack(perms).to(device)
 
 
+def kept_slice(positions: torch.Tensor | None) -> slice | torch.Tensor | None:
+    """A task's ``loss_positions`` as a slice when they are consecutive (the model then computes the
+    queries of those tokens only, :meth:`~algo_emu.models.emulator.EnsembleEmulator.forward`), else as given."""
+    if positions is None:
+        return None
+    idx = positions.detach().cpu().tolist()
+    if idx and idx == list(range(idx[0], idx[0] + len(idx))):
+        return slice(idx[0], idx[0] + len(idx))
+    return positions
+
+
+def make_step(model: torch.nn.Module, task: EnsembleTask, cfg: TrainConfig,
+              opt: torch.optim.Optimizer) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The engine's training step: ``step(index)`` with ``index`` (E, B) assembles the batch, computes
+    every member's loss (compiled when ``cfg.compile``), back-propagates their sum, steps ``opt`` and
+    returns the members' losses (E,) as float64. :func:`train_ensemble` and ``benchmarks/engine.py``
+    both run this one function."""
+    out_mask = model.out_mask
+    keep = kept_slice(getattr(task, "loss_positions", None))
+    takes_keep = isinstance(keep, slice) and hasattr(model, "resolved_attention")  # an EnsembleEmulator
+
+    def loss_fn(inputs, targets):
+        if takes_keep:
+            pred = model(inputs, keep=keep)
+        else:
+            pred = model(inputs)
+            if keep is not None:
+                pred = pred[:, :, keep]
+        return member_losses(pred, targets, out_mask)
+
+    step_fn = torch.compile(loss_fn) if cfg.compile else loss_fn
+
+    def step(index: torch.Tensor) -> torch.Tensor:
+        inputs, targets = task.batch(index)
+        losses = step_fn(inputs, targets)
+        opt.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        opt.step()
+        return losses.detach().to(torch.float64)
+
+    return step
+
+
 def _check_injected_failure(members: Sequence[Member], epoch: int) -> None:
     """Testing hook: ``ALGO_EMU_FAIL_SEED=k[,k2]`` fails a run holding seed k after its first epoch."""
     spec = os.environ.get(FAIL_ENV)
@@ -175,16 +218,7 @@ def train_ensemble(
             log.warning("ignoring checkpoint %s: it belongs to another configuration or code version "
                         "(%s, this run: %s)", ckpt, state.get("fingerprint"), fingerprint)
 
-    out_mask = model.out_mask
-    positions = getattr(task, "loss_positions", None)
-
-    def loss_fn(inputs, targets):
-        pred = model(inputs)
-        if positions is not None:
-            pred = pred[:, :, positions]
-        return member_losses(pred, targets, out_mask)
-
-    step_fn = torch.compile(loss_fn) if cfg.compile else loss_fn
+    step = make_step(model, task, cfg, opt)
     B = cfg.batch_size
     n_steps = math.ceil(task.n_train / B)
     t_start = time.perf_counter()
@@ -193,12 +227,7 @@ def train_ensemble(
         order = epoch_order(members, task.n_train, epoch, cfg.stream, device)
         running = torch.zeros(len(members), dtype=torch.float64, device=device)
         for s in range(n_steps):
-            inputs, targets = task.batch(order[:, s * B:(s + 1) * B])
-            losses = step_fn(inputs, targets)
-            opt.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            opt.step()
-            running += losses.detach().to(torch.float64)
+            running += step(order[:, s * B:(s + 1) * B])
         entry = {"epoch": epoch + 1, "train_loss": (running / n_steps).tolist(), "seconds": time.perf_counter() - t0}
         if on_epoch is not None:
             entry.update(on_epoch(epoch + 1, model))

@@ -140,8 +140,14 @@ class EnsembleEmulator(nn.Module):
             "w_o": self.w_o[e, :, :do].detach().clone(), "b_o": self.b_o[e, :do].detach().clone(),
         }
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x``: (E, B, n, d_in) -> (E, B, n, d_out) (padding columns are zero)."""
+    def forward(self, x: torch.Tensor, keep: slice | None = None) -> torch.Tensor:
+        """``x``: (E, B, n, d_in) -> (E, B, n, d_out) (padding columns are zero).
+
+        ``keep``: a slice of the n data tokens whose outputs are wanted (e.g. the query tokens a loss
+        reads); only their queries, scores and output projection are computed (every token still
+        serves as a key and value). Returns (E, B, len(keep), d_out); equal to ``forward(x)[:, :, keep]``
+        (a test proves it).
+        """
         E, B, n, d_in = x.shape
         if E != self.E or n != self.n or d_in != self.d_in:
             raise ValueError(f"input shape {tuple(x.shape)} does not match (E={self.E}, B, n={self.n}, d_in={self.d_in})")
@@ -150,33 +156,42 @@ class EnsembleEmulator(nn.Module):
         # 1. token map with per-token gain
         t = torch.baddbmm(self.b_in[:, None, :], x.reshape(E, B * n, d_in), self.w_in)
         t = (t.view(E, B, n, h) * self.gain[:, None]).view(E, B * n, h)
-        # 3a. q, k, v of the n data tokens (queries only where outputs are kept)
-        qkv = torch.baddbmm(self.b_qkv[:, None, :], t, self.w_qkv)         # (E, B*n, 3h)
-        qkv = qkv.view(E, B, n, 3, H, dh).permute(3, 0, 4, 1, 2, 5)         # (3, E, H, B, n, dh)
-        q, k_d, v_d = qkv.unbind(0)  # unbind: its backward is one stack, not three zero-filled copies
+        if keep is None or keep == slice(None):
+            # 3a. q, k, v of the n data tokens
+            qkv = torch.baddbmm(self.b_qkv[:, None, :], t, self.w_qkv)         # (E, B*n, 3h)
+            qkv = qkv.view(E, B, n, 3, H, dh).permute(3, 0, 4, 1, 2, 5)         # (3, E, H, B, n, dh)
+            q, k_d, v_d = qkv.unbind(0)  # unbind: its backward is one stack, not three zero-filled copies
+            nq = n
+        else:
+            # 3a. keys/values of every data token, queries only of the kept ones
+            kv = torch.baddbmm(self.b_qkv[:, None, h:], t, self.w_qkv[:, :, h:])  # (E, B*n, 2h)
+            k_d, v_d = kv.view(E, B, n, 2, H, dh).permute(3, 0, 4, 1, 2, 5).unbind(0)
+            tq = t.view(E, B, n, h)[:, :, keep]
+            nq = tq.shape[2]
+            q = torch.baddbmm(self.b_qkv[:, None, :h], tq.reshape(E, B * nq, h), self.w_qkv[:, :, :h])
+            q = q.view(E, B, nq, H, dh).permute(0, 3, 1, 2, 4)                  # (E, H, B, nq, dh)
         q = q * (1.0 / math.sqrt(dh))
         impl = self.resolved_attention(x.device)
         if impl in ("sdpa", "fused") and m:
             o = self._sdpa(q, k_d, v_d) if impl == "sdpa" else self._fused(q, k_d, v_d)
-            o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
-            return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, n, self.d_out)
-        s_d = torch.matmul(q, k_d.transpose(-1, -2))                        # (E, H, B, n, n)
+            o = o.permute(0, 2, 3, 1, 4).reshape(E, B * nq, h)
+            return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, nq, self.d_out)
+        s_d = torch.matmul(q, k_d.transpose(-1, -2))                        # (E, H, B, nq, n)
         if m:
             # 3b. keys/values of the appended tokens: once per step, shared by the batch
             kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])  # (E, m, 2h)
             kv_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)        # (2, E, H, m, dh)
             k_e, v_e = kv_e.unbind(0)
-            s_e = torch.matmul(q.reshape(E, H, B * n, dh), k_e.transpose(-1, -2)).view(E, H, B, n, m)
+            s_e = torch.matmul(q.reshape(E, H, B * nq, dh), k_e.transpose(-1, -2)).view(E, H, B, nq, m)
             a = torch.softmax(torch.cat([s_d, s_e], dim=-1), dim=-1)
             a_d, a_e = a[..., :n], a[..., n:]
-            o = torch.matmul(a_d, v_d) + torch.matmul(a_e.reshape(E, H, B * n, m), v_e).view(E, H, B, n, dh)
+            o = torch.matmul(a_d, v_d) + torch.matmul(a_e.reshape(E, H, B * nq, m), v_e).view(E, H, B, nq, dh)
         else:
             o = torch.matmul(torch.softmax(s_d, dim=-1), v_d)
-        # concat heads, output projection of the kept n tokens
-        o = o.permute(0, 2, 3, 1, 4).reshape(E, B * n, h)
+        # concat heads, output projection of the kept tokens
+        o = o.permute(0, 2, 3, 1, 4).reshape(E, B * nq, h)
         out = torch.baddbmm(self.b_o[:, None, :], o, self.w_o)
-        return out.view(E, B, n, self.d_out)
-
+        return out.view(E, B, nq, self.d_out)
 
     def _fused(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         E, H, B, n, dh = q.shape
@@ -184,7 +199,7 @@ class EnsembleEmulator(nn.Module):
         kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])   # (E, m, 2h)
         k_e, v_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4).unbind(0)          # (E, H, m, dh) each
         return TwoSetAttention.apply(q.contiguous(), k_d.contiguous(), v_d.contiguous(), k_e.contiguous(),
-                                     v_e.contiguous(), _fused_chunk(E, H, B, n, n + m))
+                                     v_e.contiguous(), _fused_chunk(E, H, B, n, k_d.shape[3] + m))
 
     def _sdpa(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         """Fused attention of the n queries over [n data keys | m appended keys].
@@ -192,16 +207,17 @@ class EnsembleEmulator(nn.Module):
         The appended keys/values are computed once and broadcast over the batch
         (a view, not a recomputation); ``q`` is already scaled by 1/sqrt(dh).
         """
-        E, H, B, n, dh = q.shape
+        E, H, B, nq, dh = q.shape
+        n = k_d.shape[3]
         h, m = self.h, self.m
         kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])   # (E, m, 2h)
         k_e, v_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4)[:, :, :, None].unbind(0)  # (E, H, 1, m, dh)
         k = torch.cat([k_d, k_e.expand(E, H, B, m, dh)], dim=3)
         v = torch.cat([v_d, v_e.expand(E, H, B, m, dh)], dim=3)
         return torch.nn.functional.scaled_dot_product_attention(
-            q.reshape(E * H * B, 1, n, dh), k.reshape(E * H * B, 1, n + m, dh), v.reshape(E * H * B, 1, n + m, dh),
+            q.reshape(E * H * B, 1, nq, dh), k.reshape(E * H * B, 1, n + m, dh), v.reshape(E * H * B, 1, n + m, dh),
             scale=1.0,
-        ).view(E, H, B, n, dh)
+        ).view(E, H, B, nq, dh)
 
 
 class TwoSetAttention(torch.autograd.Function):
@@ -210,7 +226,8 @@ class TwoSetAttention(torch.autograd.Function):
     Memory-lean: the forward keeps only the log-sum-exp per query, the backward
     recomputes the attention weights; both loop over chunks of members so the
     (chunk, H, B, n, n + m) score block stays in cache. Inputs: q (E, H, B, n, dh)
-    (already scaled), k_d, v_d (E, H, B, n, dh), k_e, v_e (E, H, m, dh).
+    (already scaled; its n may be fewer than the keys' when only some outputs are kept),
+    k_d, v_d (E, H, B, n_keys, dh), k_e, v_e (E, H, m, dh).
     Gradient-checked in float64 by the tests.
     """
     @staticmethod
