@@ -42,7 +42,7 @@ e2e-slurm: $(BIN)/.installed
 	.ci/slurm/failure_e2e.sh
 
 bench: $(BIN)/.installed
-	$(BIN)/python benchmarks/engine.py --out benchmarks/engine.json --steps 40 --baseline-steps 20 --attention matmul sdpa fused --compile
+	$(BIN)/python benchmarks/paper_scale.py --out benchmarks/paper_scale.json --md benchmarks/paper_scale.md --steps 8 --loop-steps 2 --reps 3 $(BENCH_ARGS)
 
 # The paper-scale campaign (src/algo_emu/campaign.py): every paper-scale setting still to do, in priority
 # order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per job, resumable

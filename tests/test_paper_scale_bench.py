@@ -1,0 +1,42 @@
+"""The paper-scale benchmark covers every trained setting of the config, and its FLOP model is the block's."""
+
+import sys
+from dataclasses import asdict
+
+from algo_emu import campaign as cp
+from algo_emu.config import load_config
+from algo_emu.runtime import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+import cost  # noqa: E402
+import paper_scale as ps  # noqa: E402
+
+
+def test_prediction_prices_every_campaign_setting():
+    cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
+    rows = ps.build_rows(cfg)
+    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0}} for r in rows}}
+    out = cost.predict_hours(bench, cfg)
+    assert set(out["settings"]) == {s.name for s in cp.settings(cfg)}
+    keys = set(bench["rows"])
+    for H in cfg["heads"]["heads_sweep"]:
+        assert f"E1 H={H} p={cfg['heads']['p_heads_sweep']}" in keys
+    for p in cfg["theorem31"]["p_sweep"]:
+        assert f"E2 p={p}" in keys
+    for mode in cfg["statistical"]["modes"]:
+        for H in cfg["statistical"]["heads_sweep"]:
+            assert f"E3 {mode} H={H}" in keys
+    assert out["hours"] > 0 and all(e["jobs"] for e in out["experiments"].values())
+
+
+def test_flop_model_kept_queries():
+    """Fewer kept queries -> fewer FLOPs and exponentials; all kept -> the E1 model of the old benchmark."""
+    cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
+    rows = {r.key: r for r in ps.build_rows(cfg)}
+    r = rows["E1 H=1 p=60"]
+    fl, exps = ps.flops_step(r)
+    # benchmarks/engine.json (the E1-only benchmark): 1846.8864 useful MFLOP per step at these shapes
+    assert abs(fl / 1e6 - 1846.8864) < 1e-6
+    f = rows["E3 fitted H=12"]
+    full = ps.Row(**{**asdict(f), "keep": None})
+    assert ps.flops_step(f)[0] < ps.flops_step(full)[0] and ps.flops_step(f)[1] * 2 == ps.flops_step(full)[1]
