@@ -108,7 +108,9 @@ def test_manifest_verify_command_exits_nonzero_and_names_the_file(tmp_path, caps
     d, _ = _campaign_tree(tmp_path)
     assert main(["manifest", "verify", str(d)]) == 0
     (d / "tables/heads_vs_mse.csv").write_text("edited\n")
-    assert main(["manifest", "verify", str(d)]) == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["manifest", "verify", str(d)])
+    assert exc.value.code == 1
     out = capsys.readouterr().out
     assert "DIFFERS" in out and "heads_vs_mse.csv" in out and "1 problem(s)" in out
 

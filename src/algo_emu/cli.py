@@ -123,7 +123,12 @@ def steps_parser(steps: Sequence[Step]) -> Callable[[argparse.ArgumentParser], N
                 kwargs = dict(a.kwargs)
                 if a.dest != a.name and kwargs.get("action") not in ("store_true", "store_false"):
                     kwargs.setdefault("metavar", a.name.upper())  # the help shows the flag's name, not the dest
-                p.add_argument(a.flag, dest=a.dest, **kwargs)
+                if a.flag.startswith("-"):
+                    p.add_argument(a.flag, dest=a.dest, **kwargs)
+                else:  # a positional argument: argparse names it after itself
+                    if a.dest != a.name:
+                        raise ValueError(f"positional argument {a.flag!r} cannot be passed as {a.dest!r}")
+                    p.add_argument(a.flag, **kwargs)
             p.set_defaults(func=lambda ns, step=step: _run_step(step, ns))
 
     return add_parser

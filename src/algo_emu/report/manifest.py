@@ -14,7 +14,6 @@ status is 1 when any is.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as _dt
 import importlib.metadata as md
@@ -24,6 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from algo_emu.cli import Step, arg, steps_parser
 from algo_emu.io import sha256_file, write_json
 from algo_emu.report import check_present
 from algo_emu.runtime import REPO_ROOT, config_hash
@@ -276,30 +276,28 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
     return manifest
 
 
-def _verify_main(args: argparse.Namespace) -> int:
+def verify_trees(dirs: list[str]) -> None:
+    """Print each tree's problems; exit with status 1 when any tree does not verify."""
     bad = 0
-    for tree in args.dirs:
+    for tree in dirs:
         problems = verify(tree)
         for line in problems:
             print(f"DIFFERS {line}")
         print(f"{tree}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
         bad += bool(problems)
-    return 1 if bad else 0
+    if bad:
+        raise SystemExit(1)
 
 
-def _seal_main(args: argparse.Namespace) -> int:
-    m = seal(args.dir, args.note)
-    print(f"{args.dir}: {m['n_files']} files listed; rebuilt after the run: {m['sealed']['rebuilt_after_the_run']}")
-    return 0
+def seal_tree(dir: str, note: str) -> None:
+    m = seal(dir, note)
+    print(f"{dir}: {m['n_files']} files listed; rebuilt after the run: {m['sealed']['rebuilt_after_the_run']}")
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
-    """``python -m algo_emu manifest verify <dir> [<dir> ...]`` and ``manifest seal <dir>``."""
-    sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("verify", help="check a results tree or committed set against its manifest.json")
-    p.add_argument("dirs", nargs="+", metavar="dir")
-    p.set_defaults(func=_verify_main)
-    p = sub.add_parser("seal", help="list every file of a committed reference set in its run manifest")
-    p.add_argument("dir")
-    p.add_argument("--note", default="", help="why the set changed since the run (recorded)")
-    p.set_defaults(func=_seal_main)
+STEPS = [
+    Step("verify", "check results trees or committed sets against their manifest.json (exit 1 naming each file)",
+         verify_trees, [arg("dirs", nargs="+", metavar="dir")]),
+    Step("seal", "list every file of a committed reference set in its run manifest", seal_tree,
+         [arg("dir"), arg("--note", default="", help="why the set changed since the run (recorded)")]),
+]
+add_parser = steps_parser(STEPS)
