@@ -229,7 +229,7 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     assert "`heads/published/H2_p8`: made by another commit" in left_out and "000000000000" in left_out
     assert "No E1 setting is done yet." in page and not (set_dir / "tables/heads_vs_mse.csv").exists()
     assert "(pre-campaign/README.md)" in page
-    assert "`heads/published/H1_p8` | todo: to do: its earlier records differ" in page
+    assert "`heads/published/H1_p8` | todo: its earlier records differ" in page
     pre_page = (set_dir / cp.PRE / "README.md").read_text()
     assert "Before the campaign" in pre_page and "published H=1 p=8 (2 seeds)" in pre_page
     seed1 = set_dir / "heads/published/runs/H2_p8/seed1/metrics.json"

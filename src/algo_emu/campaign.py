@@ -419,6 +419,10 @@ def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT)
     shutil.rmtree(scratch, ignore_errors=True)
     if not outcome["match"]:
         retire(set_dir, s)
+    elif paths != in_set:  # reproduced: records kept apart until now join the campaign's set
+        for src, dest in zip(paths, in_set):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
     return outcome
 
 
@@ -545,7 +549,8 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
             continue
         if max_settings is not None and len(finished) >= max_settings:
             break
-        if status == "legacy" and s.experiment == "heads" and \
+        kept_apart = all((set_dir / PRE / s.set_path(r)).is_file() for r in s.records)
+        if s.experiment == "heads" and (status == "legacy" or (status == "todo" and kept_apart)) and \
                 state["settings"].get(s.name, {}).get("replay", {}).get("commit") != state["commit"]:
             print(f"{_now()} campaign: {s.name} was made by another commit: replaying its first epoch", flush=True)
             if replay(set_dir, s.name, root=root)["match"]:

@@ -77,10 +77,10 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
             left_out.append(f"- `{s.name}`: {STATUS_WORDS[st]} ({len(present)} of {len(paths)} records; "
                             f"commit(s) {', '.join(commits)})")
     left_h = 0.0
-    table = ["| # | setting | status | wall time | commit | why |", "|---|---|---|---|---|---|"]
+    table = ["| # | setting | status | wall time | made at | why |", "|---|---|---|---|---|---|"]
     unknown = []
     for i, (s, st, entry, wall) in enumerate(rows, 1):
-        commit = entry.get("commit") or (entry.get("replay", {}) or {}).get("commit") or ""
+        commit = "" if st not in ("done", "adopted") else entry.get("commit") or entry.get("replay", {}).get("commit", "")
         if st in ("done", "adopted"):
             when = _fmt_h(wall)
         elif wall:  # a retired setting: its own earlier run on this project's machines
@@ -96,7 +96,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                 left_h += pred / 3600
         word = STATUS_WORDS[st]
         if st == "todo" and entry.get("replay") and not entry["replay"]["match"]:
-            word = "to do: its earlier records differ from the pinned commit's (replay below) and moved to pre-campaign/"
+            word = "its earlier records differ from the pinned commit's (replay below): moved to pre-campaign/"
+        elif st == "todo" and all((set_dir / cp.PRE / s.set_path(r)).is_file() for r in s.records):
+            word = "earlier records kept in pre-campaign/, replayed by the next run before any training"
         table.append(f"| {i} | `{s.name}` | {st}: {word} | {when} | {commit[:12]} | {s.why} |")
     n_done = sum(st in ("done", "adopted") for _, st, _, _ in rows)
     replays = [f"- `{s.name}`: {'MATCH' if e['replay']['match'] else 'DIFFERS'}: {e['replay']['compared']} "
@@ -145,9 +147,10 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
             "Before the campaign: E1 records made by earlier commits (not the campaign's evidence)",
             metrics=pre_records, rebuild="python -m algo_emu campaign page",
             preamble=["These per-seed records were trained before the campaign, by other commits of this project "
-                      "on its 2-core machines. Retraining their first epoch at the campaign's pinned commit did not "
-                      "reproduce them bit for bit (see [the campaign's page](../README.md)), so they are kept here, "
-                      "apart, and the campaign trains these settings again.", ""])
+                      "on its 2-core machines. They count as the campaign's evidence only once retraining their "
+                      "first epoch at its pinned commit reproduces them bit for bit; for each setting here that "
+                      "replay either differed or has not run yet (see [the campaign's page](../README.md)). So they "
+                      "are kept apart, and `make campaign` replays or trains these settings again.", ""])
         _unpin_config_path(set_dir / cp.PRE / "README.md", wt, state["config"])
     if not e1_metrics:  # derived E1 files of records no longer in the set must not outlive them
         for pattern in ("tables/heads_*", "tables/prompt_length_*", "figures/heads_vs_mse.*",

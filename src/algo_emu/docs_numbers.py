@@ -113,13 +113,15 @@ def _config(root: Path, name: str) -> dict:
 
 
 def paper_scale_settings(root: Path) -> list[tuple[object, bool, float | None]]:
-    """(setting, present, wall seconds) for every campaign setting of config/config.yaml."""
+    """(setting, present, wall seconds) for every campaign setting of config/config.yaml; present: made at the
+    campaign's commit or adopted by a replay (the campaign's own status), never records it left out."""
     from algo_emu import campaign as cp
 
+    state = cp.load_state(root / PAPER)
     out = []
     for s in cp.settings(_config(root, "config/config.yaml")):
         paths = [root / PAPER / s.set_path(r) for r in s.records]
-        present = all(p.is_file() for p in paths)
+        present = cp.setting_status(root / PAPER, state, s) in ("done", "adopted")
         wall = None
         if present:
             wall = max(float(read_json(p).get("timing", {}).get("wall_seconds_job") or 0.0) for p in paths) or None
@@ -127,12 +129,19 @@ def paper_scale_settings(root: Path) -> list[tuple[object, bool, float | None]]:
     return out
 
 
-def paper_e1_rows(root: Path):
+def paper_e1_rows(root: Path, sub: str = ""):
+    """The heads-table rows of the paper-scale set (``sub``: its pre-campaign part); none without tables."""
     from algo_emu.report import replication as rep
 
-    tables = root / PAPER / "tables"
+    tables = root / PAPER / sub / "tables"
+    if not (tables / "heads_vs_mse.csv").is_file():
+        return []
     rows = rep.e1_rows(tables, _config(root, "config/config.yaml"), "config.yaml (the paper's scale)")
     return [r for r in rows if r.claim.startswith("heads table")]
+
+
+def _has_mean(r) -> bool:
+    return r is not None and r.comparable_mean is not None and r.comparable_mean == r.comparable_mean
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -155,7 +164,10 @@ def block_summary(root: Path) -> str:
     lines += ["", "A trained row at this scale reads *not comparable* wherever its budget is below the paper's; "
               "*supported* there means supported at reduced scale.", ""]
     # E1 at the paper's scale beside the paper
+    from algo_emu.campaign import PRE
+
     rows = {r.setting: r for r in paper_e1_rows(root)}
+    pre = {r.setting: r for r in paper_e1_rows(root, PRE)}
     lines += ["**E1 at the paper's scale** (`config/config.yaml`: N = 50,000, 50 epochs, 10 seeds; committed in "
               "[`results/reference/paper-scale/`](results/reference/paper-scale/README.md)): test MSE of the "
               "emulated head, published protocol, beside the paper's heads table (arXiv 2508.17550v2, the "
@@ -163,14 +175,19 @@ def block_summary(root: Path) -> str:
               "| H | paper (mean ± std, 10 seeds) | ours (mean [95 % CI]) | verdict |", "|---:|---|---|---|"]
     for H, m, s in zip(paper_values.HEADS_TABLE["heads"], paper_values.HEADS_TABLE["mse"],
                        paper_values.HEADS_TABLE["std"]):
-        r = rows.get(f"H={H}, p=60")
-        if r is None or r.comparable_mean != r.comparable_mean or r.comparable_mean is None:
+        r, q = rows.get(f"H={H}, p=60"), pre.get(f"H={H}, p=60")
+        if not _has_mean(r) and _has_mean(q):
+            lines.append(f"| {H} | {m} ± {s} | before the campaign: {_g(q.comparable_mean)} [{_g(q.comparable_ci_low)}, "
+                         f"{_g(q.comparable_ci_high)}] | {q.verdict}, from records of an earlier commit not "
+                         f"reproduced bit for bit at the campaign's commit: not evidence yet (`make campaign` "
+                         f"replays or retrains it) |")
+        elif not _has_mean(r):
             lines.append(f"| {H} | {m} ± {s} | missing | not yet run (`make campaign`) |")
         else:
             lines.append(f"| {H} | {m} ± {s} | {_g(r.comparable_mean)} [{_g(r.comparable_ci_low)}, "
                          f"{_g(r.comparable_ci_high)}] | {r.verdict} |")
-    lines += ["", "**Missing at the paper's scale** (settings of `config/config.yaml` with no committed records; "
-              "`make campaign` runs them in priority order):", ""]
+    lines += ["", "**Missing at the paper's scale** (settings of `config/config.yaml` not yet made at the campaign's "
+              "commit; `make campaign` runs them in priority order):", ""]
     by_exp: dict[str, list[str]] = {}
     total: dict[str, int] = {}
     for s, present, _ in paper_scale_settings(root):
@@ -317,10 +334,16 @@ def block_reference_cost(root: Path) -> str:
 
 
 def block_paper_e1_curves(root: Path) -> str:
+    from algo_emu.campaign import PRE
+
     lines = []
     for H in (1, 2):
-        base = root / PAPER / "heads" / "published" / "runs" / f"H{H}_p60"
-        recs = sorted(base.glob("seed*/metrics.json"))
+        rel = Path("heads") / "published" / "runs" / f"H{H}_p60"
+        recs = sorted((root / PAPER / rel).glob("seed*/metrics.json"))
+        label = ""
+        if not recs:  # the records this choice was made from, kept apart from the campaign's
+            recs = sorted((root / PAPER / PRE / rel).glob("seed*/metrics.json"))
+            label = ", records made before the campaign"
         if not recs:
             continue
         by_epoch: dict[int, list[float]] = {}
@@ -332,7 +355,7 @@ def block_paper_e1_curves(root: Path) -> str:
                 if isinstance(v, (int, float)):
                     by_epoch.setdefault(int(h["epoch"]), []).append(float(v))
         if by_epoch:
-            lines.append(f"- H = {H} ({len(recs)} seeds): " + ", ".join(
+            lines.append(f"- H = {H} ({len(recs)} seeds{label}): " + ", ".join(
                 f"epoch {ep}: {_g(sum(v) / len(v))}" for ep, v in sorted(by_epoch.items())))
     return ("\n".join(lines) or "- no learning curve in the committed E1 records") + "\n"
 

@@ -368,7 +368,7 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, m
     for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
         if r.verdict == "not run at this scale" and r.setting.startswith("H="):
             r.verdict = "missing from this reference set"
-            r.reason = f"in the configured sweep but not yet committed (`{rebuild or 'make campaign'}` runs it)"
+            r.reason = "in the configured sweep but not yet committed (`make campaign` runs it)"
         if r.claim.startswith("O(1/H): our heads sweep") and done_heads != sorted(params["heads_sweep"]):
             r.verdict = "incomplete: no verdict yet"
             r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
