@@ -128,6 +128,8 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     ]
     if replays:
         pre += ["Records made before the campaign, replayed at its commit:", "", *replays, ""]
+    if state.get("notes"):
+        pre += ["Notes (what was measured, and how):", "", *[f"- {n}" for n in state["notes"]], ""]
     pre_records = sorted(str(p) for p in (set_dir / cp.PRE).glob("heads/*/runs/H*_p*/seed*/metrics.json"))
     if pre_records:
         pre += ["Records made before the campaign by other commits, which its pinned commit does not reproduce bit "
