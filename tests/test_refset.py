@@ -92,3 +92,23 @@ def test_build_writes_readme_figure_and_curves_table(tmp_path):
 def test_build_refuses_an_uncollected_directory(tmp_path):
     with pytest.raises(refset.RefsetError, match="replication.md"):
         refset.build(tmp_path, "config/reference.yaml", "x")
+
+
+def test_a_figure_saved_twice_has_the_same_bytes(tmp_path):
+    # committed sets list every file's sha256: a rebuilt figure must not change for a timestamp
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from algo_emu.io import sha256_file
+    from algo_emu.plots import save_figure
+
+    digests = []
+    for name in ("a", "b"):
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [3, 1, 2])
+        paths = save_figure(fig, tmp_path / name, footer="provenance")
+        plt.close(fig)
+        digests.append([sha256_file(p) for p in paths])
+    assert digests[0] == digests[1]

@@ -47,6 +47,8 @@ def save_figure(fig, stem: str | Path, footer: str | None = None, formats=("pdf"
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=200 if fmt == "png" else None)
+            # no creation date in the PDF: the same figure gives the same bytes (committed sets list them)
+            fig.savefig(tmp, format=fmt, dpi=200 if fmt == "png" else None,
+                        metadata={"CreationDate": None} if fmt == "pdf" else None)
         out.append(path)
     return out
