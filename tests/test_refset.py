@@ -20,7 +20,7 @@ def _write(path: Path, obj) -> None:
 def _finished_run(root: Path) -> None:
     _write(root / "replication.md", "# report\n")
     _write(root / "manifest.json", {"git": {"commit": "abc", "dirty": False}, "config_hash": "h", "device": {},
-                                    "versions": {}, "benchmarks": {"jobs": {}}})
+                                    "versions": {}, "benchmarks": {"jobs": {}}, "outputs": {}})
     _write(root / "tables" / "replication.csv", "experiment,claim,setting,learned,verdict\nE2,c,s,yes,consistent\n")
     # E2: model and weight-blind records, two seeds, known curves
     for kind, scale in (("runs", 1.0), ("blind", 2.0)):
@@ -87,6 +87,18 @@ def test_build_writes_readme_figure_and_curves_table(tmp_path):
     table = pd.read_csv(dest / "tables" / "learning_curves.csv")
     assert list(table.columns) == refset.CURVE_COLUMNS
     assert np.isclose(table[(table.model == "model") & (table.epoch == 1)].value.mean(), 10.5)
+
+
+def test_build_seals_the_set_so_that_it_verifies(tmp_path):
+    from algo_emu.report.manifest import verify
+
+    run, ref = tmp_path / "run", tmp_path / "set"
+    _finished_run(run)
+    refset.collect(run, ref)
+    refset.build(ref, "config/reference.yaml", "t")
+    assert verify(ref) == []
+    (ref / "README.md").write_text("edited\n")
+    assert [p.split(": ")[1].split(" (")[0] for p in verify(ref)] == ["differs from the manifest"]
 
 
 def test_build_refuses_an_uncollected_directory(tmp_path):
