@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -517,16 +516,13 @@ def test_killed_training_resumes_to_the_same_frozen_weights(tiny_run, tmp_path, 
 
 
 def test_rules_pass_fit_and_train_steps_exactly_their_keys():
+    from algo_emu.experiments.step_keys import reads
+
     smk = (ROOT / "workflow/rules/ames.smk").read_text()
-
-    def keys(name):
-        body = re.search(name + r" = \((.*?)\)", smk, re.S).group(1)
-        return tuple(re.findall(r'"([a-z0-9_]+)"', body))
-
-    assert keys("AMES_REFERENCE_FIT_KEYS") == af.REFERENCE_FIT_KEYS
-    assert keys("AMES_REFERENCE_FIT_KEYS") + keys("AMES_POOL_KEYS") == af.FIT_KEYS
-    assert "AMES_FIT_KEYS = AMES_REFERENCE_FIT_KEYS + AMES_POOL_KEYS" in smk
-    assert keys("AMES_TRAIN_KEYS") == ex.TRAIN_KEYS
+    assert reads("ames", "fit").for_variant("reference_code") == af.REFERENCE_FIT_KEYS
+    assert reads("ames", "fit").for_variant("corrected") == af.FIT_KEYS
+    assert 'step_cfg("ames", "fit", wc.ames_mode)' in smk and 'step_cfg("ames", "train")' in smk
+    assert reads("ames", "train").keys == ex.TRAIN_KEYS
     everything = set(data.DOWNLOAD_KEYS) | set(data.PREPARE_KEYS) | set(af.FIT_KEYS) | set(ex.TRAIN_KEYS) | {"modes"}
     assert everything == set(ex.DEFAULTS)
     from algo_emu.report.targets import target_names   # the named targets (rules built from the map)

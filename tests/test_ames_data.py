@@ -425,14 +425,10 @@ def test_categories_from_all_fixes_the_columns_across_seeds():
 
 
 def test_rules_pass_each_step_exactly_its_keys():
-    import re
+    from algo_emu.experiments.step_keys import reads
 
     smk = (ROOT / "workflow/rules/ames.smk").read_text()
-
-    def keys(name):
-        body = re.search(name + r" = \((.*?)\)", smk, re.S).group(1)
-        return tuple(re.findall(r'"([a-z0-9_]+)"', body))
-
-    assert keys("AMES_DOWNLOAD_KEYS") == ames.DOWNLOAD_KEYS
-    assert keys("AMES_PREPARE_KEYS") == ames.PREPARE_KEYS
+    assert 'step_cfg("ames", "download")' in smk and 'step_cfg("ames", "prepare")' in smk
+    assert reads("ames", "download").keys == ames.DOWNLOAD_KEYS
+    assert reads("ames", "prepare").keys == ames.PREPARE_KEYS
     assert set(ames.DOWNLOAD_KEYS) | set(ames.PREPARE_KEYS) == set(ames.DEFAULTS)

@@ -47,19 +47,24 @@ def _tuple_after(text: str, pattern: str) -> tuple:
 
 
 def test_params_are_the_rules_slices():
-    script, ames, stat, t31 = (SCRIPT.read_text(), (RULES / "ames.smk").read_text(), (RULES / "statistical.smk").read_text(),
-                               (RULES / "theorem31.smk").read_text())
-    for name in ("AMES_DOWNLOAD_KEYS", "AMES_PREPARE_KEYS", "AMES_REFERENCE_FIT_KEYS", "AMES_POOL_KEYS", "AMES_TRAIN_KEYS"):
-        assert _assigned_tuple(script, name) == _assigned_tuple(ames, name), name
-    assert "AMES_FIT_KEYS = AMES_REFERENCE_FIT_KEYS + AMES_POOL_KEYS" in ames  # corrected mode's fit keys
-    squeeze = lambda text: re.sub(r"\s+", "", text)  # noqa: E731
-    assert squeeze('ames_params(AMES_FIT_KEYS if wc.ames_mode == "corrected" else AMES_REFERENCE_FIT_KEYS)') in squeeze(ames)
-    train_excluded = r"STAT_TRAIN\w*\s*=\s*(?:as_json\()?\{k: v for k, v in STAT\.items\(\) if k not in"
-    eval_keys = r"STAT_EVAL\w*\s*=\s*(?:as_json\()?\{k: STAT\[k\] for k in"
-    assert _tuple_after(script, train_excluded) == _tuple_after(stat, train_excluded)
-    assert _tuple_after(script, eval_keys) == _tuple_after(stat, eval_keys)
-    assert 'T31_TRAIN_CFG = as_json({k: v for k, v in T31.items() if k != "p_sweep"})' in t31
+    """The script's --params hold every key each step reads (algo_emu.experiments.step_keys); a step drops any
+    other key, so its records are the records Snakemake would write."""
+    from algo_emu.config import schema_defaults
+    from algo_emu.experiments.step_keys import reads
+
+    script = SCRIPT.read_text()
+    for name, step in (("AMES_DOWNLOAD_KEYS", "download"), ("AMES_PREPARE_KEYS", "prepare"), ("AMES_TRAIN_KEYS", "train")):
+        assert _assigned_tuple(script, name) == reads("ames", step).keys, name
+    fit = _assigned_tuple(script, "AMES_REFERENCE_FIT_KEYS")
+    assert fit == reads("ames", "fit").for_variant("reference_code")
+    assert fit + _assigned_tuple(script, "AMES_POOL_KEYS") == reads("ames", "fit").for_variant("corrected")
+    stat = set(schema_defaults("statistical"))
+    train_excluded = r"STAT_TRAIN\w*\s*=\s*\{k: v for k, v in STAT\.items\(\) if k not in"
+    eval_keys = r"STAT_EVAL\w*\s*=\s*\{k: STAT\[k\] for k in"
+    assert set(reads("statistical", "train").all) <= stat - set(_tuple_after(script, train_excluded))
+    assert set(reads("statistical", "evaluate").all) <= set(_tuple_after(script, eval_keys))
     assert 'T31_TRAIN = {k: v for k, v in T31.items() if k != "p_sweep"}' in script
+    assert "p_sweep" not in reads("theorem31", "train").all + reads("theorem31", "blind").all
 
 
 def _run(tmp_path: Path, **env) -> tuple[int, Path, str]:

@@ -6,28 +6,6 @@
 # src/algo_emu/experiments/ames.py; docs/ames.md explains every step.
 import os
 
-# Each step gets only the keys it reads, so changing a training key reruns neither.
-AMES_DOWNLOAD_KEYS = (
-    "source",
-    "openml_data_id",
-    "openml_sha256",
-    "openml_timeout_s",
-    "packaged_sha256",
-    "local_sha256",
-    "na_values",
-)
-AMES_PREPARE_KEYS = (
-    "na_values",
-    "test_fraction",
-    "drop_id_columns",
-    "fit_statistics_on",
-    "categories_from",
-)
-
-
-def ames_params(keys):
-    return as_json({k: config["ames"][k] for k in keys if k in config["ames"]})
-
 
 def ames_local_source(wildcards):
     """A local CSV source is an input (its changes rerun the download); other sources have none."""
@@ -42,7 +20,7 @@ rule download_ames:
         csv="data/raw/ames.csv",
         provenance="data/raw/ames.provenance.json",
     params:
-        cfg=ames_params(AMES_DOWNLOAD_KEYS),
+        cfg=step_cfg("ames", "download"),
     log:
         "logs/ames/download.log",
     benchmark:
@@ -60,7 +38,7 @@ rule ames_prepare:
         npz="data/ames/seed{seed}/prepared.npz",
         meta="data/ames/seed{seed}/prepared.json",
     params:
-        cfg=ames_params(AMES_PREPARE_KEYS),
+        cfg=step_cfg("ames", "prepare"),
     log:
         "logs/ames/prepare_seed{seed}.log",
     benchmark:
@@ -80,43 +58,8 @@ rule ames_prepare:
 # (train, evaluate, aggregate) and src/algo_emu/plots/ames.py (figure).
 AMES = config["ames"]
 AMES_MODES = list(AMES.get("modes", ["corrected", "reference_code"]))
-# reference_code's fits read only these (the published code's); corrected also reads the pool keys,
-# so changing a pool key reruns neither reference_code's fits nor its training.
-AMES_REFERENCE_FIT_KEYS = (
-    "reference_alpha",
-    "cv_folds",
-    "ridge_log10_alpha_min",
-    "ridge_log10_alpha_max",
-    "ridge_n_alphas",
-    "lasso_n_alphas",
-    "lasso_eps",
-    "lasso_max_iter",
-)
-AMES_POOL_KEYS = (
-    "pool_bootstraps",
-    "pool_heldout_bootstraps",
-    "pool_log10_alpha_min",
-    "pool_log10_alpha_max",
-    "pool_n_alphas",
-    "pool_coef_scale_min",
-    "pool_coef_scale_max",
-    "pool_perturb_scale",
-    "pool_perturb_rank",
-    "pool_pairs_per_row",
-    "pool_eval_pairs_per_row",
-)
-AMES_FIT_KEYS = AMES_REFERENCE_FIT_KEYS + AMES_POOL_KEYS
-AMES_TRAIN_KEYS = (
-    "heads",
-    "total_tokens",
-    "hidden",
-    "epochs",
-    "batch_size",
-    "lr",
-    "checkpoint_every",
-    "compile",
-    "attention",
-)
+# Each step gets only the keys it reads (algo_emu.experiments.step_keys): reference_code's fits do not read
+# the pool keys, so changing one reruns neither reference_code's fits nor its training.
 AMES_TABLES = [
     "results/tables/ames.csv",
     "results/tables/ames.md",
@@ -143,9 +86,7 @@ rule ames_fit:
         npz="results/ames/{ames_mode}/seed{seed}/fits.npz",
         summary="results/ames/{ames_mode}/seed{seed}/fits.json",
     params:
-        cfg=lambda wc: ames_params(
-            AMES_FIT_KEYS if wc.ames_mode == "corrected" else AMES_REFERENCE_FIT_KEYS
-        ),
+        cfg=lambda wc: step_cfg("ames", "fit", wc.ames_mode),
     log:
         "logs/ames/fit_{ames_mode}_seed{seed}.log",
     benchmark:
@@ -168,7 +109,7 @@ rule ames_train:
         blind="results/ames/{ames_mode}/blind.pt",
         blind_sidecar="results/ames/{ames_mode}/blind.pt.json",
     params:
-        cfg=ames_params(AMES_TRAIN_KEYS),
+        cfg=step_cfg("ames", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         checkpoint_dir="results/ames/{ames_mode}/checkpoints",

@@ -6,6 +6,7 @@ import sys
 
 from algo_emu.config import check_device, validate_sections  # noqa: E402  (torch-free)
 from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
+from algo_emu.experiments.step_keys import step_params  # (torch-free)
 
 # The top level and each experiment's section against its schema (workflow/schemas/), the
 # same code as algo_emu.config.load_config: numbers written 1e-3 are numbers, defaults are
@@ -32,6 +33,13 @@ ALL_OUTPUTS = all_outputs()
 def as_json(obj):
     """A config section as one shell-quoted JSON argument (changes trigger reruns via params)."""
     return shlex.quote(json.dumps(obj, sort_keys=True))
+
+
+def step_cfg(section, step, variant=None):
+    """The `--params` of one step: only the keys of config[section] that the step reads in `variant` (a
+    wildcard value), as declared in algo_emu.experiments.step_keys. A rule's params are its rerun trigger, so
+    an edit to any other key reruns none of its jobs."""
+    return as_json(step_params(config[section], section, step, variant))
 
 
 wildcard_constraints:

@@ -31,7 +31,7 @@ rule construction_table:
         meta="results/constructions/{ckind}.json",
     params:
         step=construction_step,
-        cfg=as_json(config["constructions"]),
+        cfg=lambda wc: step_cfg("constructions", "table", wc.ckind),
         seeds=CONSTRUCTION_SEEDS,
     threads: 2
     log:
@@ -51,11 +51,10 @@ rule construction_figure:
         pdf="results/figures/construction_{ckind}.pdf",
         png=report("results/figures/construction_{ckind}.png", caption="../report/constructions.rst", category="E5 hand-built constructions (Theorems 4.1/4.2)", subcategory="figures", labels={"name": "construction_{ckind}.png"}),
     params:
-        cfg=as_json(config["constructions"]),
         stem=lambda wildcards, output: output.pdf[: -len(".pdf")],
     log:
         "logs/constructions/figure_{ckind}.log",
     shell:
-        "{PY} -m algo_emu constructions figure --kind {wildcards.ckind} --params {params.cfg} --table {input.table}"
+        "{PY} -m algo_emu constructions figure --kind {wildcards.ckind} --table {input.table}"
         " --out-stem {params.stem} > {log} 2>&1"
 

@@ -27,7 +27,7 @@ rule essay_equivalences:
         md="results/tables/essay_equivalences.md",
         tex="results/tables/essay_equivalences.tex",
     params:
-        cfg=as_json(ESSAY),
+        cfg=step_cfg("essay", "equivalences"),
         seeds=ESSAY_EQUIV_SEEDS,
     threads: 1
     log:
@@ -44,7 +44,7 @@ rule essay_train:
         model="results/essay/models/{evariant}/seed{seed}.pt",
         metrics="results/essay/models/{evariant}/seed{seed}.json",
     params:
-        cfg=as_json(ESSAY),
+        cfg=lambda wc: step_cfg("essay", "train", wc.evariant),
         init=lambda wc, input: f"--init {input.init[0]}" if input.init else "",
     threads: 1
     resources:
@@ -67,7 +67,7 @@ rule essay_evaluate:
         raw="results/essay/eval/seed{seed}.pt",
         metrics="results/essay/eval/seed{seed}/metrics.json",
     params:
-        cfg=as_json(ESSAY),
+        cfg=step_cfg("essay", "evaluate"),
         models=lambda wc, input: " ".join(f"{v}={p}" for v, p in zip(ESSAY_VARIANTS, input.models)),
     threads: 1
     resources:
@@ -97,7 +97,7 @@ rule essay_aggregate:
         curves="results/tables/essay_curves.csv",
         details="results/essay/claims_details.json",
     params:
-        cfg=as_json(ESSAY),
+        cfg=step_cfg("essay", "claims"),
     log:
         "logs/essay/aggregate.log",
     shell:
@@ -114,7 +114,7 @@ rule essay_icl_figure:
         png=report("results/figures/essay_icl.png", caption="../report/essay.rst", category="E6 essay",
                    subcategory="figures", labels={"name": "essay_icl.png"}),
     params:
-        cfg=as_json(ESSAY),
+        cfg=step_cfg("essay", "figure", "icl"),
         stem=lambda wc, output: output.pdf[: -len(".pdf")],
     log:
         "logs/essay/figure_icl.log",
@@ -131,7 +131,7 @@ rule essay_equivalences_figure:
         png=report("results/figures/essay_equivalences.png", caption="../report/essay.rst", category="E6 essay",
                    subcategory="figures", labels={"name": "essay_equivalences.png"}),
     params:
-        cfg=as_json(ESSAY),
+        cfg=step_cfg("essay", "figure", "equivalences"),
         stem=lambda wc, output: output.pdf[: -len(".pdf")],
     log:
         "logs/essay/figure_equivalences.log",

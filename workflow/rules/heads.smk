@@ -40,7 +40,7 @@ rule heads_data:
         data="data/heads/seed{seed}/dataset.pt",
         meta="data/heads/seed{seed}/dataset.pt.json",
     params:
-        cfg=as_json(HEADS),
+        cfg=step_cfg("heads", "data"),
     log:
         "logs/heads/data_seed{seed}.log",
     resources:
@@ -55,7 +55,7 @@ rule heads_data_published:
         data="data/heads/published/dataset.pt",
         meta="data/heads/published/dataset.pt.json",
     params:
-        cfg=as_json(HEADS),
+        cfg=step_cfg("heads", "data"),
     log:
         "logs/heads/data_published.log",
     resources:
@@ -71,7 +71,7 @@ rule heads_train:
     output:
         expand("results/heads/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
-        cfg=as_json(HEADS),
+        cfg=lambda wc: step_cfg("heads", "train", wc.protocol),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
@@ -104,7 +104,7 @@ rule heads_aggregate:
         tables=[report(t, caption="../report/heads_tables.rst", category="E1 heads", subcategory="tables",
                        labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in HEADS_TABLES[:-1]],
     params:
-        cfg=as_json(HEADS),
+        cfg=step_cfg("heads", "aggregate"),
     log:
         "logs/heads/aggregate.log",
     shell:
@@ -119,7 +119,7 @@ rule heads_fit:
         report("results/tables/heads_fit.json", caption="../report/heads_tables.rst", category="E1 heads",
                subcategory="tables", labels={"name": "heads_fit.json"}),
     params:
-        cfg=as_json(HEADS),
+        cfg=step_cfg("heads", "fit"),
     log:
         "logs/heads/fit.log",
     shell:

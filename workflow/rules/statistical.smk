@@ -10,9 +10,6 @@ STAT_TABLES = expand("results/tables/statistical_emulation.{ext}", ext=["csv", "
 STAT_FIGURES = expand("results/figures/statistical_heads.{ext}", ext=["pdf", "png"])
 STAT_ABLATION = expand("results/tables/statistical_ablation.{ext}", ext=["csv", "md", "tex"])
 STAT_ABLATION_FIGURES = expand("results/figures/statistical_ablation.{ext}", ext=["pdf", "png"])
-# Each step gets only the keys it reads: adding an H or changing the evaluation set retrains nothing.
-STAT_TRAIN_CFG = as_json({k: v for k, v in STAT.items() if k not in ("modes", "heads_sweep", "eval_prompts", "eval_chunk")})
-STAT_EVAL_CFG = as_json({k: STAT[k] for k in ("n_context", "n_query", "d", "algorithms", "data_params", "eval_prompts", "eval_chunk")})
 
 
 def statistical_metrics(wildcards=None):
@@ -32,7 +29,7 @@ rule statistical_train:
         stat_mode="fitted|reference_code",
     params:
         blind="",
-        cfg=STAT_TRAIN_CFG,
+        cfg=step_cfg("statistical", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}.pt",
@@ -60,7 +57,7 @@ use rule statistical_train as statistical_train_blind with:
         sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
     params:
         blind="--blind ",
-        cfg=STAT_TRAIN_CFG,
+        cfg=step_cfg("statistical", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}_blind.pt",
@@ -81,7 +78,7 @@ rule statistical_evaluate:
     wildcard_constraints:
         stat_mode="fitted|reference_code",
     params:
-        cfg=STAT_EVAL_CFG,
+        cfg=step_cfg("statistical", "evaluate"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
@@ -109,7 +106,7 @@ rule statistical_aggregate:
         ablation=[report(t, caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in STAT_ABLATION],
         ablation_runs=report("results/tables/statistical_ablation_runs.csv", caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": "statistical_ablation_runs.csv (per seed)"}),
     params:
-        cfg=as_json(STAT),
+        cfg=step_cfg("statistical", "aggregate"),
     log:
         "logs/statistical/aggregate.log",
     shell:

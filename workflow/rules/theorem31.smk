@@ -11,8 +11,6 @@ T31_GD_TABLES = expand("results/tables/f_gd_step.{ext}", ext=["csv", "md", "tex"
 T31_FIGURES = expand("results/figures/f_emulation.{ext}", ext=["pdf", "png"])
 T31_ABLATION = expand("results/tables/f_emulation_ablation.{ext}", ext=["csv", "md", "tex"])
 T31_ABLATION_FIGURES = expand("results/figures/f_emulation_ablation.{ext}", ext=["pdf", "png"])
-# The training step does not read p_sweep: adding a p trains only the new p.
-T31_TRAIN_CFG = as_json({k: v for k, v in T31.items() if k != "p_sweep"})
 
 
 def theorem31_metrics(wildcards=None):
@@ -28,7 +26,7 @@ rule theorem31_train:
         expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
         step="train",
-        cfg=T31_TRAIN_CFG,
+        cfg=step_cfg("theorem31", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
@@ -56,7 +54,7 @@ use rule theorem31_train as theorem31_blind with:
         expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
         step="blind",
-        cfg=T31_TRAIN_CFG,
+        cfg=step_cfg("theorem31", "blind"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
@@ -78,7 +76,7 @@ rule theorem31_aggregate:
         ablation=[report(t, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_ABLATION],
         ablation_runs=report("results/tables/f_emulation_ablation_runs.csv", caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation_runs.csv (per seed)"}),
     params:
-        cfg=as_json(T31),
+        cfg=step_cfg("theorem31", "aggregate"),
     log:
         "logs/theorem31/aggregate.log",
     shell:

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from algo_emu.config import schema_defaults
+from algo_emu.experiments.step_keys import reads as _reads
 from algo_emu.io import atomic_path, read_json, sha256_file, write_json
 from algo_emu.rng import numpy_stream
 
@@ -413,11 +414,9 @@ def typed_frame(df: pd.DataFrame) -> pd.DataFrame:
 SOURCES = ("auto", "openml", "packaged")
 SOURCES_TEXT = "'auto', 'openml', 'packaged' or a path ending in '.csv'"
 
-#: The keys each step reads (workflow/rules/ames.smk passes exactly these; a test checks it).
-DOWNLOAD_KEYS: tuple[str, ...] = (
-    "source", "openml_data_id", "openml_sha256", "openml_timeout_s", "packaged_sha256", "local_sha256", "na_values",
-)  # fmt: skip
-PREPARE_KEYS: tuple[str, ...] = ("na_values", "test_fraction", "drop_id_columns", "fit_statistics_on", "categories_from")
+#: The keys each step reads, declared once in algo_emu.experiments.step_keys (the rules pass exactly these).
+DOWNLOAD_KEYS: tuple[str, ...] = _reads("ames", "download").keys
+PREPARE_KEYS: tuple[str, ...] = _reads("ames", "prepare").keys
 
 #: Defaults of the data keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
 DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in DOWNLOAD_KEYS + PREPARE_KEYS}

@@ -62,6 +62,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from algo_emu.config import schema_defaults
+from algo_emu.experiments.step_keys import reads as _reads
 from algo_emu.io import atomic_path, read_json, write_json
 from algo_emu.rng import derive, numpy_stream
 
@@ -71,17 +72,11 @@ ALGORITHMS: tuple[str, ...] = ("linear", "ridge", "lasso")
 SKLEARN_NAMES = {"linear": "LinearRegression", "ridge": "Ridge", "lasso": "Lasso"}
 MODES: tuple[str, ...] = ("corrected", "reference_code")
 
-#: The keys reference_code fits read (the published code's fits; the pool keys do not touch them).
-REFERENCE_FIT_KEYS: tuple[str, ...] = (
-    "reference_alpha", "cv_folds", "ridge_log10_alpha_min", "ridge_log10_alpha_max", "ridge_n_alphas", "lasso_n_alphas",
-    "lasso_eps", "lasso_max_iter",
-)  # fmt: skip
+#: The keys reference_code fits read (the published code's fits; the pool keys do not touch them), declared
+#: once in algo_emu.experiments.step_keys (the rules pass exactly these).
+REFERENCE_FIT_KEYS: tuple[str, ...] = _reads("ames", "fit").keys
 #: Weight-pool keys (corrected mode only; see the module docstring and ames.schema.yaml).
-POOL_KEYS: tuple[str, ...] = (
-    "pool_bootstraps", "pool_heldout_bootstraps", "pool_log10_alpha_min", "pool_log10_alpha_max", "pool_n_alphas",
-    "pool_coef_scale_min", "pool_coef_scale_max", "pool_perturb_scale", "pool_perturb_rank", "pool_pairs_per_row",
-    "pool_eval_pairs_per_row",
-)  # fmt: skip
+POOL_KEYS: tuple[str, ...] = _reads("ames", "fit").extra["corrected"]
 FIT_KEYS: tuple[str, ...] = REFERENCE_FIT_KEYS + POOL_KEYS
 #: Defaults of the fit keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
 FIT_DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in FIT_KEYS}

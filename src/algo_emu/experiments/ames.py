@@ -63,6 +63,7 @@ from algo_emu import ablation as abl
 from algo_emu import records
 from algo_emu.records import KEY, Get, RunSpec
 from algo_emu import cli
+from algo_emu.experiments.step_keys import reads as _reads
 from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import ames as data
@@ -77,9 +78,8 @@ from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.ames")
 
-#: The keys the train step reads (workflow/rules/ames.smk passes exactly these; a test checks it).
-TRAIN_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every",
-                               "compile", "attention")
+#: The keys the train step reads, declared once in algo_emu.experiments.step_keys (the rule passes exactly these).
+TRAIN_KEYS: tuple[str, ...] = _reads("ames", "train").keys
 #: Keys that change the trained numbers (the checkpoint fingerprint and the run hash).
 RESULT_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "attention")
 #: Defaults of the whole ``ames`` section and of its training keys, read from workflow/schemas/ames.schema.yaml

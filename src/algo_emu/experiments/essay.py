@@ -27,6 +27,7 @@ from algo_emu.cli import Step, arg
 from algo_emu.runner import Runner
 from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
+from algo_emu.experiments.step_keys import params_arg
 from algo_emu.io import read_json, save_torch, write_json
 from algo_emu.tables import write_table
 
@@ -37,8 +38,7 @@ check_section = check_essay  # the check lives in the torch-free config layer (a
 
 
 def _check(params: dict) -> dict:
-    if "k_max" not in params:
-        raise SystemExit("--params must be the resolved essay config section as a JSON object (with k_max, d, ...)")
+    """``--params`` was checked against the step's declared keys (algo_emu.experiments.step_keys) when parsed."""
     return params
 
 
@@ -126,23 +126,29 @@ def figure(params: dict, kind: str, out_stem: str, curves: str | None = None, eq
         plots.plot_equivalences(pd.read_csv(equivalences), out_stem)
 
 
-COMMON = [cli.PARAMS.to(help="the resolved essay config section as JSON"), cli.THREADS.to(default=1)]
+COMMON = [cli.THREADS.to(default=1)]
+
+
+def _params(step: str):
+    return params_arg("essay", step).to(help="the resolved essay config section (or the keys this step reads) as JSON")
+
+
 STEPS = [
     Step("equivalences", "float64 hand-built attention vs GD / ridge / softmax (no training)", equivalences,
-         [*COMMON, cli.SEEDS, arg("--out-csv", required=True)]),
+         [_params("equivalences"), *COMMON, cli.SEEDS, arg("--out-csv", required=True)]),
     Step("train", "train one variant for one seed", train,
-         [*COMMON, arg("--variant", required=True), cli.SEED, cli.DEVICE,
+         [_params("train"), *COMMON, arg("--variant", required=True), cli.SEED, cli.DEVICE,
           arg("--init", default=None, help="checkpoint to start from (narrow/control variants)"),
           arg("--out-model", required=True), arg("--out-metrics", required=True)]),
     Step("evaluate", "all measurements of one seed", evaluate,
-         [*COMMON, cli.SEED, cli.DEVICE, arg("--models", nargs="+", required=True, help="<variant>=<checkpoint path> ..."),
+         [_params("evaluate"), *COMMON, cli.SEED, cli.DEVICE, arg("--models", nargs="+", required=True, help="<variant>=<checkpoint path> ..."),
           arg("--out-raw", required=True), arg("--out-metrics", required=True)]),
     Step("claims", "the verdict table from every seed's measurements", claims,
-         [*COMMON, arg("--raw", nargs="+", required=True), arg("--summaries", nargs="+", required=True),
+         [_params("claims"), *COMMON, arg("--raw", nargs="+", required=True), arg("--summaries", nargs="+", required=True),
           arg("--train-metrics", nargs="+", required=True), arg("--equivalences", required=True),
           arg("--out-claims", required=True), arg("--out-curves", required=True), arg("--out-details", required=True)]),
     Step("figure", "one figure from the tables", figure,
-         [*COMMON, arg("--kind", required=True, choices=["icl", "equivalences"]), arg("--curves", default=None),
+         [_params("figure"), *COMMON, arg("--kind", required=True, choices=["icl", "equivalences"]), arg("--curves", default=None),
           arg("--equivalences", default=None), arg("--out-stem", required=True)]),
 ]
 add_parser = cli.steps_parser(STEPS)

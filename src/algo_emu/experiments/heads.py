@@ -32,6 +32,7 @@ from algo_emu import cli
 from algo_emu.config import schema_defaults
 from algo_emu.cli import Step, arg
 from algo_emu.data import heads as hd
+from algo_emu.experiments.step_keys import params_arg
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.io import read_json, write_json
@@ -459,17 +460,17 @@ def figure(kind: str, table: str, runs_csv: str, out: str, fit_json: str | None 
 PROTOCOL = arg("--protocol", choices=hd.PROTOCOLS, default="independent")
 STEPS = [
     Step("data", "generate one seed's data set and target head", hd.write_dataset,
-         [cli.PARAMS, cli.SEED, PROTOCOL, arg("--out", "path", required=True)]),
+         [params_arg("heads", "data"), cli.SEED, PROTOCOL, arg("--out", "path", required=True)]),
     Step("train", "train one (H, p) setting, all seeds as one ensemble", train_setting,
-         [cli.PARAMS, arg("--heads", "H", type=int, required=True), arg("--p", type=int, required=True), cli.SEEDS,
+         [params_arg("heads", "train"), arg("--heads", "H", type=int, required=True), arg("--p", type=int, required=True), cli.SEEDS,
           arg("--data", "data_paths", nargs="+", required=True), cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME, PROTOCOL]),
     Step("aggregate", "tables from per-seed metrics", aggregate,
-         [cli.PARAMS, cli.METRICS, cli.RUNS, arg("--heads-table", "heads_csv", required=True),
+         [params_arg("heads", "aggregate"), cli.METRICS, cli.RUNS, arg("--heads-table", "heads_csv", required=True),
           arg("--p-table", "p_csv", required=True),
           arg("--allow-partial", action="store_true",
               help="build from the settings present and name the missing ones (committed reference sets)")]),
     Step("fit", "MSE(H) = a + b/H and power-law fits with bootstrap intervals", fit,
-         [cli.PARAMS, cli.RUNS, arg("--out", "out_json", required=True)]),
+         [params_arg("heads", "fit"), cli.RUNS, arg("--out", "out_json", required=True)]),
     Step("reference", "tables, fit, figures and README.md of a committed reference set (partial sets named)",
          reference_report,
          [arg("--dir", "ref_dir", required=True, help="e.g. results/reference/paper-scale"),

@@ -36,6 +36,7 @@ from algo_emu import cli
 from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
+from algo_emu.experiments.step_keys import params_arg
 from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
@@ -494,20 +495,20 @@ def ablation_figure(table: str, runs_csv: str, out: str) -> None:
                        title="Appendix C.1: frozen model with the weights in its prompt ablated")
 
 
-SETTING_ARGS = [cli.PARAMS, arg("--mode", choices=MODES, required=True), arg("--heads", "H", type=int, required=True),
+SETTING_ARGS = [arg("--mode", choices=MODES, required=True), arg("--heads", "H", type=int, required=True),
                 cli.SEEDS]
 STEPS = [
     Step("train", "train one (mode, H), all seeds as one ensemble; save it frozen", train_setting,
-         [*SETTING_ARGS, arg("--model", "model_path", required=True, help="frozen model file to write (and <model>.json)"),
+         [params_arg(EXPERIMENT, "train"), *SETTING_ARGS, arg("--model", "model_path", required=True, help="frozen model file to write (and <model>.json)"),
           cli.CHECKPOINT, *cli.RUNTIME,
           arg("--blind", action="store_true",
               help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)")]),
     Step("evaluate", "load a frozen model read-only and evaluate it per algorithm", evaluate_setting,
-         [*SETTING_ARGS, arg("--model", "model_path", required=True),
+         [params_arg(EXPERIMENT, "evaluate"), *SETTING_ARGS, arg("--model", "model_path", required=True),
           arg("--blind-model", "blind_path", required=True, help="the weight-blind baseline of the same (mode, H)"),
           cli.OUT_DIR, *cli.RUNTIME]),
     Step("aggregate", "statistical_emulation table from per-seed metrics", aggregate,
-         [cli.PARAMS, cli.METRICS, cli.RUNS, cli.TABLE.to("table_csv"),
+         [params_arg(EXPERIMENT, "aggregate"), cli.METRICS, cli.RUNS, cli.TABLE.to("table_csv"),
           arg("--ablation-table", "ablation_csv", required=True),
           arg("--ablation-runs", "ablation_runs_csv", required=True)]),
     Step("ablation-figure", "ablated MSE relative to the weight-blind baseline, per mode and algorithm",

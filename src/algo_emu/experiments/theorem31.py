@@ -32,6 +32,7 @@ from algo_emu import cli
 from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
+from algo_emu.experiments.step_keys import params_arg
 from algo_emu.frozen import frozen
 from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
@@ -397,12 +398,14 @@ def ablation_figure(table: str, runs_csv: str, out: str) -> None:
 
 
 # The model and its weight-blind baseline take the same arguments (the same budget by construction).
-TRAIN_ARGS = [cli.PARAMS, arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME]
+TRAIN_ARGS = [arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME]
 STEPS = [
-    Step("train", "train one p, all seeds x f as one ensemble, evaluate on the held-out split", train_setting, TRAIN_ARGS),
-    Step("blind", "the weight-blind baseline of one p (tokens without w), same budget", train_blind, TRAIN_ARGS),
+    Step("train", "train one p, all seeds x f as one ensemble, evaluate on the held-out split", train_setting,
+         [params_arg(EXPERIMENT, "train"), *TRAIN_ARGS]),
+    Step("blind", "the weight-blind baseline of one p (tokens without w), same budget", train_blind,
+         [params_arg(EXPERIMENT, "blind"), *TRAIN_ARGS]),
     Step("aggregate", "f_emulation, f_gd_step and f_emulation_ablation tables from per-seed metrics", aggregate,
-         [cli.PARAMS, cli.METRICS, arg("--blind-metrics", nargs="+", required=True), cli.RUNS,
+         [params_arg(EXPERIMENT, "aggregate"), cli.METRICS, arg("--blind-metrics", nargs="+", required=True), cli.RUNS,
           arg("--f-table", "f_csv", required=True), arg("--gd-table", "gd_csv", required=True),
           arg("--ablation-table", "ablation_csv", required=True),
           arg("--ablation-runs", "ablation_runs_csv", required=True)]),

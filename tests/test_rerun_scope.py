@@ -1,0 +1,224 @@
+"""A config edit reruns only what it changes (algo_emu.experiments.step_keys).
+
+A finished tiny run is faked cheaply: Snakemake's own dry run lists every job's outputs, the test creates
+them, and a forced ``touch`` run records each job's metadata (its params), as a real run would. Then each
+key of every experiment section of ``tests/tiny.yaml`` is edited in turn (the first edit that still
+validates) and a dry run of ``all``, through Snakemake's Python API in this process, must rerun every job
+whose step reads that key (plus the report and the manifest, which take the whole config) and no job for
+params it does not read; the other reruns are their downstream jobs (and the new jobs of a longer sweep). Two edits are spelled out: a new H
+trains that H alone (one setting per protocol) and no data set; ``heads.eval_every`` retrains every heads
+setting and touches no data job.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from algo_emu.config import ConfigError, SCHEMA_DIR, load_schema, validate_sections
+from algo_emu.experiments.step_keys import reads
+from algo_emu.runtime import REPO_ROOT
+
+snakemake_api = pytest.importorskip("snakemake.api")
+
+TINY = REPO_ROOT / "tests" / "tiny.yaml"
+SECTIONS = ("heads", "theorem31", "statistical", "ames", "constructions", "essay")
+#: rule -> (section, step, variant): a wildcard's name, or "=<value>" for a fixed variant
+RULE_STEPS = {
+    "heads_data": ("heads", "data", None),
+    "heads_data_published": ("heads", "data", None),
+    "heads_train": ("heads", "train", "protocol"),
+    "heads_aggregate": ("heads", "aggregate", None),
+    "heads_fit": ("heads", "fit", None),
+    "theorem31_train": ("theorem31", "train", None),
+    "theorem31_blind": ("theorem31", "blind", None),
+    "theorem31_aggregate": ("theorem31", "aggregate", None),
+    "statistical_train": ("statistical", "train", None),
+    "statistical_train_blind": ("statistical", "train", None),
+    "statistical_evaluate": ("statistical", "evaluate", None),
+    "statistical_aggregate": ("statistical", "aggregate", None),
+    "download_ames": ("ames", "download", None),
+    "ames_prepare": ("ames", "prepare", None),
+    "ames_fit": ("ames", "fit", "ames_mode"),
+    "ames_train": ("ames", "train", None),
+    "construction_table": ("constructions", "table", "ckind"),
+    "construction_figure": ("constructions", "figure", None),
+    "essay_equivalences": ("essay", "equivalences", None),
+    "essay_train": ("essay", "train", "evariant"),
+    "essay_evaluate": ("essay", "evaluate", None),
+    "essay_aggregate": ("essay", "claims", None),
+    "essay_icl_figure": ("essay", "figure", "=icl"),
+    "essay_equivalences_figure": ("essay", "figure", "=equivalences"),
+}
+#: rules that take the whole config (the replication report's scale column, the manifest's config hash)
+WHOLE_CONFIG = {"replication", "manifest"}
+#: keys a rule takes as a params entry of its own, not through --params: the essay's seeds (all of them in one job)
+OWN_PARAMS = {("essay", "seeds"): {"essay_equivalences"}}
+
+
+class _Jobs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: list[tuple[str, tuple, str, list]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from snakemake_interface_logger_plugins.common import LogEvent
+
+        if getattr(record, "event", None) == LogEvent.JOB_INFO:
+            self.jobs.append((record.rule_name, tuple(sorted(record.wildcards.items())), str(record.reason),
+                              list(record.output)))
+
+
+def _plan(workdir: Path, configfile: Path, mode: str, force: bool = False) -> list[tuple[str, tuple, str, list]]:
+    """The jobs Snakemake would run for ``all`` (``mode`` dryrun), or runs by touching outputs (touch)."""
+    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
+
+    handler, log = _Jobs(), logging.getLogger("snakemake.logging")
+    cwd = os.getcwd()
+    try:
+        with snakemake_api.SnakemakeApi(OutputSettings(dryrun=mode == "dryrun", quiet={Quietness.ALL})) as api:
+            log.addHandler(handler)
+            workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
+                                    config_settings=ConfigSettings(configfiles=[configfile]),
+                                    snakefile=REPO_ROOT / "Snakefile", workdir=workdir)
+            workflow.dag(DAGSettings(targets={"all"}, forceall=force)).execute_workflow(
+                executor="local", pseudo_executor=mode)
+    finally:
+        log.removeHandler(handler)
+        os.chdir(cwd)
+    return handler.jobs
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A workdir where the tiny run looks finished: every output present, every job's metadata recorded."""
+    workdir = tmp_path_factory.mktemp("rerun")
+    configfile = workdir / "config.yaml"  # one path for every edit: the report's params name the config file
+    shutil.copy(TINY, configfile)
+    jobs = _plan(workdir, configfile, "dryrun")
+    for _rule, _wc, _reason, outputs in jobs:
+        for f in outputs:
+            (workdir / f).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / f).touch()
+    _plan(workdir, configfile, "touch", force=True)
+    assert _plan(workdir, configfile, "dryrun") == [], "the faked run is not finished"
+    return workdir, configfile, jobs
+
+
+def _rerun(finished, config: dict) -> list[tuple[str, dict, str]]:
+    workdir, configfile, _ = finished
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        return [(rule, dict(wc), reason) for rule, wc, reason, _ in _plan(workdir, configfile, "dryrun")]
+    finally:
+        shutil.copy(TINY, configfile)
+
+
+def _valid(config: dict) -> bool:
+    try:
+        validate_sections(copy.deepcopy(config), gpu_check=False)
+    except (ConfigError, ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def _candidates(value, schema: dict):
+    """Edits of one value, most natural first."""
+    if isinstance(value, bool):
+        yield not value
+    elif isinstance(value, int):
+        yield from (value * 2, value + 1, value - 1, max(1, value // 2))
+    elif isinstance(value, float):
+        yield from (value * 2, value / 2)
+    elif isinstance(value, str):
+        yield from [e for e in schema.get("enum", []) if e != value] + ["auto", "openml", value + "x"]
+    elif isinstance(value, list):
+        ints = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+        if ints and len(ints) == len(value):
+            yield from (value + [v] for v in range(1, 200) if v not in value)
+        elif value and all(isinstance(v, (int, float)) for v in value):
+            yield value + [max(value) * 2]
+        items = schema.get("items", {})
+        yield from (value + [e] for e in items.get("enum", []) if e not in value)
+        if len(value) > 1:
+            yield value[:-1]
+    elif isinstance(value, dict):
+        props = schema.get("properties", {})
+        for key, sub in value.items():
+            for edit in _candidates(sub, props.get(key, {})):
+                yield {**value, key: edit}
+
+
+def _edit(base: dict, section: str, key: str) -> dict:
+    schema = load_schema(SCHEMA_DIR / f"{section}.schema.yaml")["properties"].get(key, {})
+    for value in _candidates(base[section][key], schema):
+        config = copy.deepcopy(base)
+        config[section][key] = value
+        if _valid(config):
+            return config
+    raise AssertionError(f"no valid edit of {section}.{key} found")
+
+
+def _expected(jobs, section: str, key: str) -> set[tuple[str, tuple]]:
+    out = set()
+    for rule, wc, _reason, _outputs in jobs:
+        if rule in WHOLE_CONFIG or rule in OWN_PARAMS.get((section, key), ()):
+            out.add((rule, wc))
+            continue
+        if rule not in RULE_STEPS:
+            continue
+        sec, step, variant = RULE_STEPS[rule]
+        value = variant[1:] if variant and variant.startswith("=") else dict(wc)[variant] if variant else None
+        if sec == section and key in reads(sec, step).for_variant(value):
+            out.add((rule, wc))
+    return out
+
+
+EDITS = [(section, key) for section in SECTIONS for key in yaml.safe_load(TINY.read_text())[section]]
+
+
+def test_every_rule_with_config_params_is_declared(finished):
+    rules = {rule for rule, *_ in finished[2]}
+    assert set(RULE_STEPS) <= rules
+    assert rules - set(RULE_STEPS) - WHOLE_CONFIG <= {
+        "all", "theorem31_figure", "theorem31_ablation_figure", "statistical_heads_figure", "statistical_ablation_figure",
+        "heads_vs_mse_figure", "prompt_length_vs_mse_figure", "ames_evaluate", "ames_aggregate", "ames_figure"}
+
+
+def test_each_key_reruns_exactly_the_jobs_that_read_it(finished):
+    base = yaml.safe_load(TINY.read_text())
+    wrong = []
+    for section, key in EDITS:
+        jobs = _rerun(finished, _edit(base, section, key))
+        rerun = {(rule, tuple(sorted(wc.items()))) for rule, wc, _ in jobs}
+        # A job whose input is rerun is listed for that reason, not for its params: so the jobs rerun for their
+        # params must read the key, and every job that reads it must rerun (for its params or its inputs).
+        changed = {(rule, tuple(sorted(wc.items()))) for rule, wc, reason in jobs if "params have changed" in reason.lower()}
+        expected = _expected(finished[2], section, key)
+        if not changed <= expected or not expected <= rerun:
+            wrong.append(f"{section}.{key}: rerun for params it does not read {sorted(changed - expected)}; "
+                         f"reads it but not rerun {sorted(expected - rerun)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_new_h_trains_only_that_h(finished):
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["heads_sweep"] = config["heads"]["heads_sweep"] + [3]
+    jobs = _rerun(finished, config)
+    train = sorted((wc["protocol"], wc["heads"], wc["p"]) for rule, wc, _ in jobs if rule == "heads_train")
+    assert train == [("independent", "3", "8"), ("published", "3", "8")]
+    assert not [rule for rule, *_ in jobs if rule.startswith(("heads_data", "theorem31", "statistical", "ames", "essay"))]
+
+
+def test_eval_every_retrains_but_touches_no_data_job(finished):
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["eval_every"] = 1
+    jobs = _rerun(finished, config)
+    rules = [rule for rule, *_ in jobs]
+    assert rules.count("heads_train") == 7 and not [r for r in rules if "data" in r]
