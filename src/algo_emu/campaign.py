@@ -238,6 +238,14 @@ def pinned_code_version(wt: Path) -> str:
     return out.stdout.strip()
 
 
+def open_campaign(set_dir: str | Path, root: Path = REPO_ROOT) -> tuple[Path, dict, Path, dict]:
+    """(set folder, state, the pinned commit's worktree, the config as that commit resolves it)."""
+    set_dir = Path(set_dir)
+    state = load_state(set_dir)
+    wt = worktree(Path(root), state["commit"])
+    return set_dir, state, wt, pinned_config(wt, state["config"])
+
+
 def _records_in_set(set_dir: Path, s: Setting) -> list[Path]:
     return [set_dir / s.set_path(r) for r in s.records]
 
@@ -348,10 +356,8 @@ def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT)
     """Train the first ``epochs`` epochs of an E1 setting at the pinned commit, with the thread count its
     records name, and compare every member's recorded train loss bit for bit. The outcome is stored in
     ``campaign.json``; a match makes the setting "adopted"."""
-    state = load_state(set_dir)
+    set_dir, state, wt, cfg = open_campaign(set_dir, root)
     config = state["config"]
-    wt = worktree(root, state["commit"])
-    cfg = pinned_config(wt, config)
     s = {x.name: x for x in settings(cfg)}.get(setting)
     if s is None or s.experiment != "heads":
         raise CampaignError(f"replay: {setting!r} is not an E1 setting of {config} (replay covers E1 records)")
@@ -525,15 +531,12 @@ def _raise_priority() -> None:
 def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings: int | None = None,
         cores: int = 2, save_every: float = SAVE_EVERY_S, root: Path = REPO_ROOT) -> list[str]:
     """Run the campaign's settings still to do, in priority order; return the names finished."""
-    set_dir = Path(set_dir)
-    state = load_state(set_dir)
     root = Path(root)
-    lock_diff = _git("diff", "--stat", state["commit"], "HEAD", "--", "requirements.lock", cwd=root, check=False)
-    if lock_diff:
-        raise CampaignError(f"requirements.lock differs between the pinned commit {state['commit'][:12]} and this "
+    commit = load_state(Path(set_dir))["commit"]
+    if _git("diff", "--stat", commit, "HEAD", "--", "requirements.lock", cwd=root, check=False):
+        raise CampaignError(f"requirements.lock differs between the pinned commit {commit[:12]} and this "
                             "checkout: the environment would not be the one the campaign's settings were made in")
-    wt = worktree(root, state["commit"])
-    cfg = pinned_config(wt, state["config"])
+    set_dir, state, wt, cfg = open_campaign(set_dir, root)
     _raise_priority()
     state.setdefault("code_version", pinned_code_version(wt))
     save_state(set_dir, state)
@@ -572,10 +575,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
 
 def save(set_dir: str = DEFAULT_DIR, root: Path = REPO_ROOT) -> list[str]:
     """Copy the resume state of every unfinished setting whose checkpoint exists in the worktree."""
-    set_dir = Path(set_dir)
-    state = load_state(set_dir)
-    wt = worktree(Path(root), state["commit"])
-    cfg = pinned_config(wt, state["config"])
+    set_dir, state, wt, cfg = open_campaign(set_dir, root)
     saved = []
     for s in settings(cfg):
         if setting_status(set_dir, state, s) in ("done", "adopted"):
@@ -629,10 +629,7 @@ def pin(set_dir: str = DEFAULT_DIR, commit: str = "HEAD", config: str = DEFAULT_
 
 
 def status(set_dir: str = DEFAULT_DIR, root: Path = REPO_ROOT) -> list[dict]:
-    set_dir = Path(set_dir)
-    state = load_state(set_dir)
-    wt = worktree(Path(root), state["commit"])
-    cfg = pinned_config(wt, state["config"])
+    set_dir, state, wt, cfg = open_campaign(set_dir, root)
     rows = [{"setting": s.name, "status": setting_status(set_dir, state, s), "why": s.why} for s in settings(cfg)]
     for r in rows:
         print(f"{r['status']:8s} {r['setting']:34s} {r['why']}")

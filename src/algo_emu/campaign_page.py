@@ -51,8 +51,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     from algo_emu.experiments import heads
     from algo_emu.report.manifest import git_state
 
-    wt = cp.worktree(root, state["commit"])
-    cfg = cp.pinned_config(wt, state["config"])
+    _, _, wt, cfg = cp.open_campaign(set_dir, root)
     rows, e1_metrics, left_out = [], [], []
     done_walls: dict[str, float] = {}
     for s in cp.settings(cfg):
