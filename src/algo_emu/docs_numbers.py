@@ -209,6 +209,13 @@ def block_scales(root: Path) -> str:
     n_ref = len(read_json(root / REF / "manifest.json").get("benchmarks", {}).get("jobs", {}))
     done = [(s, w) for s, present, w in paper_scale_settings(root) if present and w]
     e1 = [w for s, w in done if s.experiment == "heads"]
+    from algo_emu.campaign import PRE
+
+    pre = []
+    for d in sorted((root / PAPER / PRE).glob("heads/*/runs/H*_p*")):
+        walls = [read_json(p).get("timing", {}).get("wall_seconds_job") for p in sorted(d.glob("seed*/metrics.json"))]
+        if walls and all(walls):
+            pre.append(max(walls))
     lines = ["| scale | command | config | what it costs on 2 CPU cores |", "|---|---|---|---|",
              f"| toy (CI) | `make run CONFIG=tests/tiny.yaml` | `tests/tiny.yaml` | {ESTIMATES['tiny']} |",
              f"| small | `make quick` | `config/quick.yaml` | {ESTIMATES['quick']} |",
@@ -217,10 +224,12 @@ def block_scales(root: Path) -> str:
              f"its manifest; jobs ran one or two at a time beside other work), of which E1 {_minutes(ref.get('E1', 0))}, "
              f"E2 {_minutes(ref.get('E2', 0))}, E3 {_minutes(ref.get('E3', 0))}, E4 {_minutes(ref.get('E4', 0))}, "
              f"E5 {_minutes(ref.get('E5', 0))}, E6 {_minutes(ref.get('E6', 0))} |",
-             "| paper | `make campaign` (or `make run`) | `config/config.yaml` | measured so far: "
-             + (f"E1 {_hours(min(e1))}-{_hours(max(e1))} per heads setting ({len(e1)} settings, all 10 seeds as one "
-                f"job, shared machine); " if e1 else "")
-             + "the rest: see the paper-scale cost table below |"]
+             "| paper | `make campaign` (or `make run`) | `config/config.yaml` | measured: "
+             + (f"E1 {_hours(min(e1))}-{_hours(max(e1))} per setting at the campaign's commit ({len(e1)} settings, "
+                f"all 10 seeds as one job, shared machine); " if e1 else "no setting yet at the campaign's commit; ")
+             + (f"E1 {_hours(min(pre))}-{_hours(max(pre))} per heads setting before it ({len(pre)} settings); "
+                if pre else "")
+             + "predictions for the rest: the paper-scale cost table below |"]
     return "\n".join(lines) + "\n"
 
 
