@@ -37,10 +37,12 @@ ALLOWED_IN = {
     "docs/essay.md": {"5 %", "3 %", "10 %", "50 %", "2.5", "0.9", "1.1", "0.25", "0.5", "10x", "100x"},
     # a sigmoid/step target's part that ignores w: MSE / Var(target) 0.5 by construction (a derivation)
     "docs/experiments.md": {"0.5"},
+    # the remote runner's limit per command, and the script's BUDGET and RESERVE defaults
+    "docs/gpu.md": {"10 minutes", "540 s", "60 s"},
 }
 #: Files checked in full (no result number outside a generated block).
 STRICT = ("README.md", "docs/reference-scale.md", "docs/essay.md", "docs/speed.md", "docs/experiments.md",
-          "docs/reproduce.md", "docs/architecture.md")
+          "docs/reproduce.md", "docs/architecture.md", "docs/gpu.md")
 #: Not scanned: every number there is a verdict rule's parameter, stated before any result (its own owners
 #: keep it; the rules are tested in tests/test_verdicts.py).
 NOT_SCANNED = ("docs/verdicts.md",)
@@ -51,7 +53,6 @@ LEGACY_CEILING = {
     "docs/ames.md": 267,
     "docs/cluster.md": 47,
     "docs/constructions.md": 42,
-    "docs/gpu.md": 19,
     "docs/statistical.md": 104,
     "docs/statistical_and_theorem31_data.md": 41,
     "docs/theorem31.md": 82,

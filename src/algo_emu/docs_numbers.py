@@ -49,6 +49,11 @@ ESTIMATES = {
     "tiny": "a few minutes of CPU (estimate; much longer on a loaded machine; CI runs it on every submission)",
     "quick": "about 10 minutes with `--cores 2` (estimate: one run, not recorded in a committed set)",
 }
+#: Milliseconds per optimiser step of one process alone on a large GPU (kernel launches and Python bound):
+#: a guess for docs/gpu.md until a GPU run measures it, never a measurement.
+GPU_STEP_MS = (1, 2)
+#: Processes per group of benchmarks/device_paper_scale.sh sharing the GPU (its `MAX_JOBS` default there).
+GPU_MAX_JOBS = 16
 
 EXPERIMENT_OF_RULE = (("heads", "E1"), ("theorem31", "E2"), ("statistical", "E3"), ("ames", "E4"),
                       ("construction", "E5"), ("essay", "E6"))
@@ -412,6 +417,64 @@ def block_essay_cost(root: Path) -> str:
             + f"; {_minutes(sum(v['wall_s'] for v in ess.values()))} in all.\n")
 
 
+def block_gpu_fit(root: Path) -> str:
+    """Optimiser steps per process of benchmarks/device_paper_scale.sh at the paper's scale (from
+    config/config.yaml; E4's training prompts from the committed reference set's records, the same packaged
+    data), and what they would take at the estimated :data:`GPU_STEP_MS` (an estimate, not a measurement)."""
+    import math
+
+    cfg = _config(root, "config/config.yaml")
+    h, t, st, am = cfg["heads"], cfg["theorem31"], cfg["statistical"], cfg["ames"]
+
+    def per_epoch(n: float, batch: int) -> int:
+        return math.ceil(n / batch)
+
+    e1 = per_epoch(h["n_prompts"] * (1 - h["test_fraction"]), h["batch_size"])
+    e2 = per_epoch(t["n_prompts"] * (1 - t["test_fraction"]), t["batch_size"])
+    e3 = per_epoch(st["n_prompts"], st["batch_size"])
+    e4 = {m: per_epoch(read_json(root / REF / "ames" / m / "seed0" / "metrics.json")["budget"]["n_prompts"],
+                       am["batch_size"]) for m in ("corrected", "reference_code")}
+    steps = {"heads": e1 * h["epochs"], "theorem31": e2 * t["epochs"], "statistical": e3 * st["epochs"],
+             "ames": {m: 2 * v * am["epochs"] for m, v in e4.items()}}
+    n_h, n_p, n_t = len(h["heads_sweep"]), len(t["p_sweep"]), len(st["heads_sweep"])
+    procs = {"heads": n_h, "theorem31": 2 * n_p, "statistical": 2 * len(st["modes"]) * n_t,
+             "p_sweep": len([p for p in h["p_sweep"] if p != h["p_heads_sweep"]]), "independent": n_h}
+    lo, hi = GPU_STEP_MS
+
+    def minutes(n: int) -> str:
+        return f"{_g(n * lo / 60000, 2)}-{_g(n * hi / 60000, 2)}"
+
+    def k(n: int) -> str:
+        return f"{n:,}"
+
+    c, r = steps["ames"]["corrected"], steps["ames"]["reference_code"]
+    lines = [f"Optimiser steps per process at the paper's scale (`config/config.yaml`, batch {h['batch_size']}): "
+             f"E1 {k(round(h['n_prompts'] * (1 - h['test_fraction'])))} training prompts -> {k(e1)} steps per epoch "
+             f"over {h['epochs']} epochs = {k(steps['heads'])}; E2 {k(e2)} per epoch over {t['epochs']} epochs = "
+             f"{k(steps['theorem31'])}; E3 {k(st['n_prompts'])} prompts -> {k(e3)} per epoch over {st['epochs']} "
+             f"epochs = {k(steps['statistical'])}; E4 on the packaged data (training prompts per epoch as in the "
+             f"committed reference set's records) corrected {k(e4['corrected'])} per epoch over {am['epochs']} "
+             f"epochs, twice (emulator, then baseline) = {k(c)}, reference_code {k(e4['reference_code'])} per "
+             f"epoch, likewise = {k(r)}. E1's useful work per ensemble step is "
+             f"{_g(read_json(root / ENGINE)['useful_mflop_per_step'] / 1000, 2)} GFLOP (`benchmarks/engine.json`), "
+             f"tiny for a large GPU, so a step is bound by kernel launches and Python: **estimated (a guess, not a "
+             f"measurement) at {lo}-{hi} ms** per step for one process alone. Then, each process alone:", "",
+             "| group | steps per process | estimated minutes per process | processes |", "|---|---|---|---|",
+             f"| `heads` | {k(steps['heads'])} | {minutes(steps['heads'])} | {procs['heads']} |",
+             f"| `theorem31` | {k(steps['theorem31'])} | {minutes(steps['theorem31'])} | {procs['theorem31']} |",
+             f"| `ames` | {k(c)} / {k(r)} | {minutes(c)} / {minutes(r)} | {len(am['modes'])} |",
+             f"| `statistical` | {k(steps['statistical'])} | {minutes(steps['statistical'])} | {procs['statistical']} |",
+             f"| `p_sweep`, `independent` | {k(steps['heads'])} | {minutes(steps['heads'])} | {procs['p_sweep']}, "
+             f"{procs['independent']} |", ""]
+    total = (steps["heads"] * (procs["heads"] + procs["p_sweep"] + procs["independent"])
+             + steps["theorem31"] * procs["theorem31"] + c + r + steps["statistical"] * procs["statistical"])
+    lines.append(f"About {_g(total / 1e6, 2)} million steps in all. If {GPU_MAX_JOBS} processes share the GPU "
+                 f"without slowing each other, that is an estimated {_g(total * lo / 60000 / GPU_MAX_JOBS, 2)}-"
+                 f"{_g(total * hi / 60000 / GPU_MAX_JOBS, 2)} minutes of device work; if the GPU's time-slicing "
+                 f"between processes serialises them, the sum of the processes' times instead.")
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
     "summary": block_summary,
     "scales": block_scales,
@@ -423,6 +486,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "essay-claims": block_essay_claims,
     "essay-equivalences": block_essay_equivalences,
     "essay-cost": block_essay_cost,
+    "gpu-fit": block_gpu_fit,
 }
 
 
