@@ -475,6 +475,88 @@ def block_gpu_fit(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sci(x: float, digits: int = 2) -> str:
+    """``_g`` with a short exponent (``4.8e-9``, not ``4.8e-09``)."""
+    return re.sub(r"e([-+])0*(\d)", r"e\1\2", _g(x, digits))
+
+
+def block_construction_end_margin(root: Path) -> str:
+    """The end margin of config/config.yaml's E5 grids and the read-out error inside and outside it, computed
+    by :mod:`algo_emu.constructions.grid` (deterministic: the code's numbers, not a run's)."""
+    import numpy as np
+
+    from algo_emu.constructions.grid import Grid, end_margin, soft_readout
+
+    c = _config(root, "config/config.yaml")["constructions"]
+    tol = c["end_tol"]
+    g = Grid.symmetric(c["grid_half_width"], c["P"])
+    beta = g.beta_for(c["beta_d2"])
+    m = end_margin(g, beta, tol)
+    D = (g.hi - g.lo) / (c["P"] - 1)
+
+    def err(x: float) -> float:
+        return abs(float(soft_readout(np.array([x]), g, beta)[0]) - x)
+
+    inside = float(np.abs(soft_readout(np.linspace(g.lo + m, g.hi - m, 4001), g, beta)
+                          - np.linspace(g.lo + m, g.hi - m, 4001)).max())
+    lib = c["library"]
+    gl = Grid.symmetric(lib["grid_half_width"], lib["P"])
+    ml = end_margin(gl, gl.beta_for(lib["beta_d2"]), tol)
+    R = g.hi
+    return (f"On the default grid (`[{-R:g}, {R:g}]`, `P = {c['P']}`, `beta D^2 = {c['beta_d2']:g}`; "
+            f"`config/config.yaml`) and the default `end_tol` the margin is {_sci(m, 4)} ({_sci(m / D, 4)} D): values in "
+            f"`[{_sci(g.lo + m, 4)}, {_sci(g.hi - m, 4)}]` are read out with an error below {_sci(inside, 1)} (the "
+            f"largest over a fine sweep of that range), while the error is {_sci(err(R - 0.75 * m), 2)} at "
+            f"`R - 0.75 m`, {_sci(err(R - 0.5 * m), 2)} at `R - m/2`, {_sci(err(0.95 * R), 2)} at `0.95 R` and "
+            f"{_sci(err(R), 3)} at `R` itself (computed by `algo_emu.constructions.grid`; tests/test_constructions.py "
+            f"checks them). The library grid (`[{-gl.hi:g}, {gl.hi:g}]`, `P = {lib['P']}`) has margin {_sci(ml, 3)}.\n")
+
+
+def block_construction_results(root: Path) -> str:
+    """E5's studies as the committed reference set measured them (its tables ``construction_*.csv``)."""
+    t = _refset_tables(root)
+    c = _config(root, "config/reference.yaml")["constructions"]
+    b = pd.read_csv(t / "construction_beta.csv").sort_values("beta_d2")
+    pp = pd.read_csv(t / "construction_p.csv")
+    n = pd.read_csv(t / "construction_n.csv").sort_values("n")
+    d = pd.read_csv(t / "construction_d.csv").sort_values("d")
+    lib = pd.read_csv(t / "construction_library.csv")
+    ms = pd.read_csv(t / "construction_multistep.csv")
+    r0 = b.iloc[0]
+    lines = [f"Committed reference set (`config/reference.yaml`: {int(b.n_seeds.max())} seeds, {c['instances']} "
+             f"instances per seed, shorter sweeps than `config/config.yaml`; tables in "
+             f"`results/reference/reference-scale/tables/construction_*.csv`), mean over seeds of the per-seed MSE:", "",
+             f"* `beta` (P = {int(r0.P)} on [-{r0.grid_half_width:g}, {r0.grid_half_width:g}], n = {int(r0.n)}, "
+             f"d = {int(r0.d)}), by `beta D^2`: " + ", ".join(
+                 f"{_sci(r.mse_mean, 2)} at {r.beta_d2:g}" for r in b.itertuples()) + "."]
+    parts = []
+    for pol, g in pp.groupby("policy", sort=False):
+        g = g.sort_values("P")
+        txt = f"`{pol}`: " + ", ".join(f"{_sci(r.mse_mean, 2)} (P = {int(r.P)})" for r in g.itertuples())
+        slope = g.fit_slope.dropna()
+        if len(slope):
+            txt += f", log-log slope {_sci(slope.iloc[0], 3)} (theory {_sci(g.theory_slope.dropna().iloc[0], 2)})"
+        parts.append(txt)
+    r1 = pp.iloc[0]
+    lines.append(f"* `p` (n = {int(r1.n)}, d = {int(r1.d)}): " + "; ".join(parts) + ".")
+    lines.append(f"* `n` (P = {int(n.P.iloc[0])}): " + ", ".join(f"{_sci(r.mse_mean, 2)} (n = {int(r.n)})"
+                                                              for r in n.itertuples())
+                 + f"; `d` (P = {int(d.P.iloc[0])}, `h = 2d`): " + ", ".join(
+                     f"{_sci(r.mse_mean, 2)} (d = {int(r.d)})" for r in d.itertuples()) + ".")
+    l0 = lib.iloc[0]
+    lines.append(f"* `library` (one module, capacity `{l0.capacity}`, P = {int(l0.P)} on [-{l0.grid_half_width:g}, "
+                 f"{l0.grid_half_width:g}], `beta D^2 = {l0.beta_d2:g}`): " + ", ".join(
+                     f"{r.algorithm} {_sci(r.mse_mean, 2)}" for r in lib.itertuples()) + ".")
+    last = ms[ms.t == ms.t.max()]
+    held = bool(ms.within_inf.min() >= 1 and ms.within_2.min() >= 1)
+    lines.append(f"* `multistep` ({int(ms.t.max())} stacked modules, `eta = {ms.eta.iloc[0]:g}`): l-infinity error "
+                 f"after the last step " + ", ".join(
+                     f"{r.loss} {_sci(r.err_inf_mean, 2)} (`t eps` = {_sci(r.bound_inf_mean, 2)})" for r in last.itertuples())
+                 + ("; `err_t <= t eps` held for every instance and step, in l2 and l-infinity." if held else
+                    "; `err_t <= t eps` failed somewhere (columns `within_inf`, `within_2`)."))
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
     "summary": block_summary,
     "scales": block_scales,
@@ -487,6 +569,8 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "essay-equivalences": block_essay_equivalences,
     "essay-cost": block_essay_cost,
     "gpu-fit": block_gpu_fit,
+    "construction-end-margin": block_construction_end_margin,
+    "construction-results": block_construction_results,
 }
 
 
