@@ -44,11 +44,14 @@ ALLOWED_IN = {
     "docs/statistical_and_theorem31_data.md": {"0.5", "0.05", "0.1", "0.02", "1e-8", "1e-4", "1e-7", "14.2"},
     # one ulp of 1e6 (a derivation) and the fast-vs-dense forward's test tolerance
     "docs/constructions.md": {"1e-10", "1e-14"},
+    # a version (MariaDB 10.11)
+    "docs/cluster.md": {"10.11"},
 }
 #: Files checked in full (no result number outside a generated block).
 STRICT = ("README.md", "docs/reference-scale.md", "docs/essay.md", "docs/speed.md", "docs/experiments.md",
           "docs/reproduce.md", "docs/architecture.md", "docs/gpu.md",
-          "docs/statistical_and_theorem31_data.md", "docs/constructions.md")
+          "docs/statistical_and_theorem31_data.md", "docs/constructions.md",
+          "docs/cluster.md")
 #: Not scanned: every number there is a verdict rule's parameter, stated before any result (its own owners
 #: keep it; the rules are tested in tests/test_verdicts.py).
 NOT_SCANNED = ("docs/verdicts.md",)
@@ -57,7 +60,6 @@ NOT_SCANNED = ("docs/verdicts.md",)
 #: block or go. (Ratchet: lower the number when you convert a page.)
 LEGACY_CEILING = {
     "docs/ames.md": 267,
-    "docs/cluster.md": 47,
     "docs/statistical.md": 104,
     "docs/theorem31.md": 82,
 }
