@@ -557,6 +557,47 @@ def block_construction_results(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _job_walls(root: Path, prefix: str) -> str:
+    """The wall seconds of the committed reference run's jobs whose name starts with ``prefix``."""
+    jobs = read_json(root / REF / "manifest.json").get("benchmarks", {}).get("jobs", {})
+    sel = {k: v for k, v in sorted(jobs.items()) if k.startswith(prefix)}
+    if not sel:
+        return f"no `{prefix}` job is timed in the committed reference set"
+    return (", ".join(f"`{k}` {_g(v['wall_s'], 3)} s" for k, v in sel.items())
+            + f" ({_minutes(sum(v['wall_s'] for v in sel.values()))} in all)")
+
+
+def _late_drops(root: Path, experiment: str) -> str:
+    c = pd.read_csv(_refset_tables(root) / "learning_curves_summary.csv")
+    c = c[(c.experiment == experiment) & c.quantity.str.startswith("train")]
+    return "; ".join(f"{'model' if m == 'model' else m} {_range(100 * g.late_drop, 2)} %"
+                     for m, g in c.groupby("model", sort=False))
+
+
+def block_theorem31_results(root: Path) -> str:
+    """E2 as the committed reference set measured it (``f_emulation``, its ablations, ``f_gd_step``)."""
+    t = _refset_tables(root)
+    c = _config(root, "config/reference.yaml")["theorem31"]
+    f = pd.read_csv(t / "f_emulation.csv")
+    gd = pd.read_csv(t / "f_gd_step.csv").set_index(["f", "p"])
+    ab = pd.read_csv(t / "f_emulation_ablation.csv")
+    ab = ab[ab.ablation.isin(["other_prompt", "permuted", "random", "zeros"])]
+    lines = [f"Committed reference set (`config/reference.yaml`: N = {c['n_prompts']:,}, {c['epochs']} epochs, "
+             f"{int(f.n_seeds.max())} seeds, x ~ U[-{f.x_scale.iloc[0]:g}, {f.x_scale.iloc[0]:g}]; "
+             "`results/reference/reference-scale/tables/f_emulation*.csv`, `f_gd_step.csv`), means over seeds:", "",
+             "| f | p | `rel_mse` | baseline's `rel_mse` | `mse_over_blind` | `mse_over_blind` with w ablated "
+             "(other_prompt, permuted, random, zeros) | `gd_rel` |", "|---|---:|---:|---:|---:|---|---:|"]
+    for r in f.itertuples():
+        a = ab[(ab.f == r.f) & (ab.p == r.p)].mse_over_blind
+        lines.append(f"| {r.f} | {r.p} | {_g(r.rel_mse_mean, 2)} | {_g(r.blind_rel_mse_mean, 2)} | "
+                     f"{_g(r.mse_over_blind, 2)} | {_range(a, 3)} | {_g(gd.loc[(r.f, r.p), 'gd_rel_mean'], 2)} |")
+    lines += ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
+                  f"`learning_curves_summary.csv`): {_late_drops(root, 'E2')}.",
+              "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): "
+                  f"{_job_walls(root, 'theorem31_')}."]
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
     "summary": block_summary,
     "scales": block_scales,
@@ -571,6 +612,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "gpu-fit": block_gpu_fit,
     "construction-end-margin": block_construction_end_margin,
     "construction-results": block_construction_results,
+    "theorem31-results": block_theorem31_results,
 }
 
 
