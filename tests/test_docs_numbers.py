@@ -46,12 +46,16 @@ ALLOWED_IN = {
     "docs/constructions.md": {"1e-10", "1e-14"},
     # a version (MariaDB 10.11)
     "docs/cluster.md": {"10.11"},
+    # the label noise's std and its variance (the reference_code algorithm's own error by construction), and
+    # the frozen-file test's weight change
+    "docs/statistical.md": {"0.05", "0.0025", "1e-7"},
 }
 #: Files checked in full (no result number outside a generated block).
 STRICT = ("README.md", "docs/reference-scale.md", "docs/essay.md", "docs/speed.md", "docs/experiments.md",
           "docs/reproduce.md", "docs/architecture.md", "docs/gpu.md",
           "docs/statistical_and_theorem31_data.md", "docs/constructions.md",
-          "docs/cluster.md", "docs/theorem31.md")
+          "docs/cluster.md", "docs/theorem31.md",
+          "docs/statistical.md")
 #: Not scanned: every number there is a verdict rule's parameter, stated before any result (its own owners
 #: keep it; the rules are tested in tests/test_verdicts.py).
 NOT_SCANNED = ("docs/verdicts.md",)
@@ -60,7 +64,6 @@ NOT_SCANNED = ("docs/verdicts.md",)
 #: block or go. (Ratchet: lower the number when you convert a page.)
 LEGACY_CEILING = {
     "docs/ames.md": 267,
-    "docs/statistical.md": 104,
 }
 
 

@@ -598,6 +598,42 @@ def block_theorem31_results(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def block_statistical_results(root: Path) -> str:
+    """E3 as the committed reference set measured it (``statistical_emulation``, ``statistical_ablation``)."""
+    t = _refset_tables(root)
+    c = _config(root, "config/reference.yaml")["statistical"]
+    e = pd.read_csv(t / "statistical_emulation.csv")
+    ab = pd.read_csv(t / "statistical_ablation.csv")
+    Hs = sorted(e.heads.unique())
+    lines = [f"Committed reference set (`config/reference.yaml`: N = {c['n_prompts']:,}, {c['epochs']} epochs, "
+             f"{c['eval_prompts']} evaluation prompts per algorithm, {int(e.n_seeds.max())} seeds; "
+             "`results/reference/reference-scale/tables/statistical_emulation.csv`, `statistical_ablation.csv`): "
+             "mean MSE over seeds (reference_code: against the noisy y; fitted: the emulation error), "
+             "`mse_over_blind` in brackets, and the paper's value (its heads table at 300 epochs on N = 50,000) "
+             "where it has one:", "",
+             "| mode, algorithm | " + " | ".join(f"H={H}" for H in Hs) + " | algorithm's own error |",
+             "|---|" + "---|" * len(Hs) + "---:|"]
+    for (mode, alg), g in e.groupby(["mode", "algorithm"], sort=False):
+        g = g.set_index("heads")
+        cells = []
+        for H in Hs:
+            r = g.loc[H]
+            cell = f"{_g(r.mse_mean, 2)} ({_g(r.mse_over_blind, 2)})"
+            if pd.notna(r.paper_mse):
+                cell += f"; paper {_g(r.paper_mse, 3)}"
+            cells.append(cell)
+        lines.append(f"| {mode}, {alg} | " + " | ".join(cells) + f" | {_g(g.alg_error_mean.iloc[0], 3)} |")
+    lines += ["", "`mse_over_blind` under each ablation, over algorithms and H:"]
+    for mode, g in ab.groupby("mode", sort=False):
+        lines.append(f"- {mode}: " + ", ".join(
+            f"{a} {_range(ga.mse_over_blind, 2)}" for a, ga in g.groupby("ablation", sort=False) if a != "weight_blind"))
+    lines += ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
+                  f"`learning_curves_summary.csv`): {_late_drops(root, 'E3')}.",
+              "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): "
+                  f"{_job_walls(root, 'statistical_')}."]
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
     "summary": block_summary,
     "scales": block_scales,
@@ -613,6 +649,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "construction-end-margin": block_construction_end_margin,
     "construction-results": block_construction_results,
     "theorem31-results": block_theorem31_results,
+    "statistical-results": block_statistical_results,
 }
 
 
