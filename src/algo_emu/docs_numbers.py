@@ -634,6 +634,66 @@ def block_statistical_results(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def block_ames_results(root: Path) -> str:
+    """E4 as the committed reference set measured it (``ames.csv``, ``ames_runs.csv``, ``ames_ablation.csv``)."""
+    t = _refset_tables(root)
+    c = _config(root, "config/reference.yaml")["ames"]
+    a = pd.read_csv(t / "ames.csv")
+    runs = pd.read_csv(t / "ames_runs.csv")
+    ab = pd.read_csv(t / "ames_ablation.csv")
+
+    def abl(mode: str, alg: str, name: str) -> float:
+        g = ab[(ab["mode"] == mode) & (ab.algorithm == alg) & (ab.ablation == name)]
+        return float(g.mse_over_blind.iloc[0]) if len(g) else float("nan")
+
+    n_seeds = int(a.n_seeds.max())
+    lines = [f"Committed reference set (`config/reference.yaml`: packaged data, h = {c['hidden']}, p = "
+             f"{c['total_tokens']}, H = {c['heads']}, {c['epochs']} epochs, batch {c['batch_size']}, the default "
+             f"pool, {n_seeds} seeds; `results/reference/reference-scale/tables/ames.csv`, `ames_runs.csv`, "
+             "`ames_ablation.csv`). Not the paper's scale (h about 550, p = 100, 300 epochs).", "",
+             "**corrected**: MSE against the prompt's own target `x.w + b`, mean ± sample std over seeds; spread: "
+             "what ignoring `w` costs at best within the set; ratio: emulator / weight-blind baseline (ratio of "
+             "the means); the ablations as MSE / the baseline's (`other_*`: `other_algorithm` for the algorithm "
+             "rows, `other_prompt` for the held-out rows):", "",
+             "| prompt set | spread | emulator MSE | Var(target) | baseline MSE | ratio | per seed | emulator lower "
+             "| `permuted` | `other_*` |", "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    cor = a[a["mode"] == "corrected"]
+    for r in cor.itertuples():
+        per = runs[(runs["mode"] == "corrected") & (runs.algorithm == r.algorithm)].sort_values("seed")
+        lower = int((per.mse_over_blind < 1).sum())
+        other = abl("corrected", r.algorithm, "other_prompt" if r.algorithm.startswith("heldout") else "other_algorithm")
+        lines.append(f"| {r.algorithm} | {_g(r.spread_mse_mean, 2)} | {_g(r.emulation_mse_mean, 2)} ± "
+                     f"{_g(r.emulation_mse_std, 2)} | {_g(r.target_var_mean, 2)} | {_g(r.blind_mse_mean, 2)} | "
+                     f"{_g(r.mse_over_blind, 2)} | " + ", ".join(_g(x, 2) for x in per.mse_over_blind)
+                     + f" | {lower}/{len(per)} | {_g(abl('corrected', r.algorithm, 'permuted'), 3)} | {_g(other, 2)} |")
+    rz = ab[(ab["mode"] == "corrected") & ab.ablation.isin(["random", "zeros"])]
+    algs = cor[cor.algorithm.isin(["linear", "ridge", "lasso"])]
+    lines += ["", f"`random` and `zeros` (which replace the intercept too) give {_range(rz.mse_mean, 2)} in MSE, "
+                  f"{_range(rz.mse_over_blind, 2)} times the baseline's. On the three algorithms' own fits the "
+                  f"emulator's MSE is {_range(algs.emulation_mse_mean / algs.spread_mse_mean, 2)} times the spread "
+                  f"between their predictions and {_range(algs.emulation_mse_mean / algs.algorithm_mse_mean, 2)} "
+                  f"times their own error against the log price; another algorithm's weights (`other_algorithm`) "
+                  f"move its MSE by {_range([abl('corrected', x, 'other_algorithm') - abl('corrected', x, 'none') for x in algs.algorithm], 2)} "
+                  "in units of the baseline's.", "",
+             "**reference_code** (mean over seeds; emulation: against `x.coef_`, the intercept-free prediction the "
+             "prompt encodes; prediction: against the log price, the number comparable with the published code; "
+             "scikit-learn's own `predict()` error with the intercept beside it):", "",
+             "| algorithm | emulation MSE | prediction MSE | algorithm MSE | scikit-learn MSE | alpha | nonzero coef "
+             "| all zero | model / blind |", "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for r in a[a["mode"] == "reference_code"].itertuples():
+        per = runs[(runs["mode"] == "reference_code") & (runs.algorithm == r.algorithm)]
+        alpha = "--" if pd.isna(r.alpha_mean) else _g(r.alpha_mean, 3)
+        lines.append(f"| {r.algorithm} | {_g(r.emulation_mse_mean, 4)} ± {_g(r.emulation_mse_std, 2)} | "
+                     f"{_g(r.prediction_mse_mean, 2)} | {_g(r.algorithm_mse_mean, 4)} | "
+                     f"{_g(per.algorithm_sklearn_mse.mean(), 2)} | {alpha} | {_g(r.n_nonzero_coef_mean, 3)} of "
+                     f"{_range(per.n_features, 3)} | {int(per.all_coef_zero.astype(bool).sum())}/{len(per)} seeds | "
+                     f"{_g(r.mse_over_blind, 3)} |")
+    lines += ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
+                  f"`learning_curves_summary.csv`): {_late_drops(root, 'E4')}.",
+              "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): {_job_walls(root, 'ames_')}."]
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
     "summary": block_summary,
     "scales": block_scales,
@@ -650,6 +710,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "construction-results": block_construction_results,
     "theorem31-results": block_theorem31_results,
     "statistical-results": block_statistical_results,
+    "ames-results": block_ames_results,
 }
 
 
