@@ -18,6 +18,8 @@ files give, naming the block. Sources, all inside the repository:
 - ``benchmarks/engine.json`` (``make bench``) and, once it exists, ``benchmarks/paper_scale.json`` (the
   paper-scale cost benchmark the campaign predicts from);
 - :mod:`algo_emu.paper_values` for the paper's own numbers.
+- the configs (``config/*.yaml``) for sizes derived from them (docs/gpu.md's steps per process), and
+  :mod:`algo_emu.constructions.grid` for E5's end margin (the code's own deterministic numbers).
 
 Estimates that no committed file records (how long the toy and small configs take) are the constants in
 :data:`ESTIMATES`, and every block prints them as estimates.
