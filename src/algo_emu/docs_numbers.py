@@ -593,11 +593,16 @@ def block_theorem31_results(root: Path) -> str:
         a = ab[(ab.f == r.f) & (ab.p == r.p)].mse_over_blind
         lines.append(f"| {r.f} | {r.p} | {_g(r.rel_mse_mean, 2)} | {_g(r.blind_rel_mse_mean, 2)} | "
                      f"{_g(r.mse_over_blind, 2)} | {_range(a, 3)} | {_g(gd.loc[(r.f, r.p), 'gd_rel_mean'], 2)} |")
-    lines += ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
-                  f"`learning_curves_summary.csv`): {_late_drops(root, 'E2')}.",
-              "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): "
-                  f"{_job_walls(root, 'theorem31_')}."]
+    lines += _run_footer(root, 'E2', 'theorem31_')
     return "\n".join(lines) + "\n"
+
+
+def _run_footer(root: Path, experiment: str, rule_prefix: str) -> list[str]:
+    """The late fall of the train loss and the job wall times of the committed reference run."""
+    return ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
+                f"`learning_curves_summary.csv`): {_late_drops(root, experiment)}.",
+            "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): "
+                f"{_job_walls(root, rule_prefix)}."]
 
 
 def block_statistical_results(root: Path) -> str:
@@ -629,10 +634,7 @@ def block_statistical_results(root: Path) -> str:
     for mode, g in ab.groupby("mode", sort=False):
         lines.append(f"- {mode}: " + ", ".join(
             f"{a} {_range(ga.mse_over_blind, 2)}" for a, ga in g.groupby("ablation", sort=False) if a != "weight_blind"))
-    lines += ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
-                  f"`learning_curves_summary.csv`): {_late_drops(root, 'E3')}.",
-              "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): "
-                  f"{_job_walls(root, 'statistical_')}."]
+    lines += _run_footer(root, 'E3', 'statistical_')
     return "\n".join(lines) + "\n"
 
 
