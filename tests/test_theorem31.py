@@ -14,7 +14,7 @@ from algo_emu.config import ConfigError, _validate, check_theorem31, load_schema
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments import theorem31 as e2
 from algo_emu.runtime import REPO_ROOT
-from algo_emu.train import Member
+from algo_emu.train import Member, epoch_order
 
 TINY = {
     "n_prompts": 40, "n_tokens": 4, "d": 3, "hidden": 8, "heads": 1, "fs": ["tanh", "identity", "sigmoid", "step"],
@@ -52,6 +52,30 @@ def test_task_batches_are_the_data_layers_prompts_and_targets(params):
     data = t31.generate(3, 40, 4, 3, dtype=torch.float32)
     rows = e2.split(3, 40, 0.25)[0][index[0]]
     assert torch.equal(X, data["X"][rows]) and torch.equal(yv, data["y"][rows]) and torch.equal(w, data["w"][rows])
+
+
+def _per_step_batch(task, index):
+    """What a training step computed before the targets were precomputed: gather the tokens, compute the targets."""
+    x = task.inputs_train[task.member_seed[:, None], index]
+    return x.to(task.dtype), task.targets(x).to(task.dtype)
+
+
+@pytest.mark.parametrize("shape", ["tiny", "paper"])
+def test_precomputed_batches_equal_the_per_step_computation_bit_for_bit(params, shape):
+    seeds = [3, 5]
+    if shape == "paper":  # the paper's batch shapes: 10 seeds x 4 f, n = 20, d = 24, B = 32 (and a short last batch)
+        params |= {"n_prompts": 100, "n_tokens": 20, "d": 24, "batch_size": 32, "test_fraction": 0.2}
+        seeds = list(range(10))
+    task = e2.Theorem31Task(seeds, params, torch.device("cpu"))
+    assert task.targets_train.shape == (len(task.members), task.n_train, params["n_tokens"], params["d"])
+    B = params["batch_size"]
+    for epoch in range(2):
+        order = epoch_order(task.members, task.n_train, epoch, "theorem31/shuffle", "cpu")
+        for start in range(0, task.n_train, B):
+            index = order[:, start:start + B]
+            (x, y), (x_old, y_old) = task.batch(index), _per_step_batch(task, index)
+            assert torch.equal(x, x_old) and torch.equal(y, y_old)
+            assert x.dtype == y.dtype == torch.float32
 
 
 class _Exact(torch.nn.Module):

@@ -37,9 +37,11 @@ rule theorem31_train:
         "results/benchmarks/theorem31_train_p{p}.tsv"
     threads: config["threads"]
     resources:
-        # the prompts of every seed (N x n x (2d+1) float32) plus the model and its Adam state; the
-        # weight-blind baseline below has the same prompts and budget and a narrower input layer
-        mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (2 * T31["d"] + 1) * 4 // 10**6 * 2,
+        # the prompts of every seed (N x n x (2d+1) float32, twice while they are stacked), every member's
+        # precomputed training targets (at most N x n x d float32 per seed and f) plus the model and its Adam
+        # state; the weight-blind baseline below has the same prompts, targets and budget and a narrower input layer
+        mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (
+            (2 * T31["d"] + 1) * 2 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
         runtime=lambda wc: 30 + 15 * T31["epochs"],
     shell:
         "{PY} -m algo_emu theorem31 {params.step} --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "

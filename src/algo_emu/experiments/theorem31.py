@@ -75,9 +75,11 @@ class Theorem31Task:
     """Per-token regression onto f(w^T x_i - y_i) x_i; member (seed, f).
 
     Every f of one seed shares its prompts (the data layer's X, y, w streams do not
-    depend on f); targets are computed per batch from the tokens with the data layer's
-    :func:`~algo_emu.data.theorem31.per_sample` in float64, so only the tokens are kept
-    in memory.
+    depend on f). Every member's training targets are computed once, when the task is
+    built (:meth:`train_targets`), so a training step only gathers rows
+    (:meth:`batch`). At the paper's scale (10 seeds x 4 f = 40 members, 40,000 training
+    prompts, n = 20, d = 24) they take 40 x 40,000 x 20 x 24 x 4 bytes = 3.07 GB
+    (float32), beside the 1.57 GB of training tokens.
     """
 
     def __init__(self, seeds: list[int], params: dict, device: torch.device, dtype: torch.dtype = torch.float32) -> None:
@@ -96,12 +98,39 @@ class Theorem31Task:
             test.append(data["inputs"][te])
         self.inputs_train = torch.stack(train).to(device)           # (S, n_train, n, 2d+1)
         self.inputs_test = torch.stack(test)                        # (S, n_test, n, 2d+1), CPU
+        del train, test, data                                       # the stacks are copies
         self.member_seed = torch.tensor([self.seeds.index(m.seed) for m in self.members], device=device)
         self.member_f = [self.fs.index(m.name) for m in self.members]
         self._f_rows = [torch.tensor([e for e, fk in enumerate(self.member_f) if fk == k], device=device)
                         for k in range(len(self.fs))]
         self.n_train = self.inputs_train.shape[1]
         self.d_out = params["d"]
+        self._seed_rows = (self.member_seed * self.n_train)[:, None]     # row of (seed, 0) in the flat tokens
+        self._member_rows = (torch.arange(len(self.members), device=device) * self.n_train)[:, None]
+        self.targets_train = self.train_targets(params.get("batch_size", DEFAULTS["batch_size"]))
+
+    def train_targets(self, chunk: int) -> torch.Tensor:
+        """Every member's training targets (E, n_train, n, d) in the task's dtype, on its device.
+
+        Computed by :meth:`targets` -- the same float64 operations a training step used to run on
+        its batch -- on consecutive runs of ``chunk`` training prompts per member, i.e. on tensors
+        of exactly a training batch's shape (``chunk`` = the batch size; the last run as short as
+        the last batch), so every kernel sees the shapes it saw in a step. Shapes matter in one
+        place: on the CPU, float64 sigmoid differs in the last bit between its vectorised loop and
+        the scalar loop that finishes a tensor whose size is not a multiple of the vector width. At
+        the paper's batch shapes ((members per f) x B x n = 10 x 32 x 20) and in the tests' configs
+        no scalar tail occurs and every target equals its per-step value bit for bit
+        (tests/test_theorem31.py); elsewhere a last-bit float64 difference would also have to
+        cross a float32 rounding boundary to show.
+        """
+        E, n_train, n = len(self.members), self.n_train, self.inputs_train.shape[2]
+        device = self.inputs_train.device
+        out = torch.empty((E, n_train, n, self.d), dtype=self.dtype, device=device)
+        for start in range(0, n_train, chunk):
+            index = torch.arange(start, min(start + chunk, n_train), device=device).expand(E, -1)
+            x = self.inputs_train[self.member_seed[:, None], index]
+            out[:, start:start + chunk] = self.targets(x).to(self.dtype)
+        return out
 
     def targets(self, tokens: torch.Tensor) -> torch.Tensor:
         """Exact targets (float64) of member-stacked tokens (E, B, n, 2d+1) -> (E, B, n, d)."""
@@ -113,8 +142,12 @@ class Theorem31Task:
         return out
 
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.inputs_train[self.member_seed[:, None], index]     # (E, B, n, 2d+1)
-        return x.to(self.dtype), self.targets(x).to(self.dtype)
+        """Rows ``index`` (E, B) of every member's tokens (E, B, n, 2d+1) and precomputed targets (E, B, n, d)."""
+        E, B = index.shape
+        tokens = self.inputs_train.flatten(0, 1).index_select(0, (self._seed_rows + index).reshape(-1))
+        targets = self.targets_train.flatten(0, 1).index_select(0, (self._member_rows + index).reshape(-1))
+        return (tokens.view(E, B, *self.inputs_train.shape[2:]).to(self.dtype),
+                targets.view(E, B, *self.targets_train.shape[2:]))
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, eta: float, chunk: int = 1024, inputs: torch.Tensor | None = None,
