@@ -186,6 +186,16 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     resume = set_dir / cp.RESUME_DIR / "heads__published__H2_p8"
     assert [p.name for p in resume.rglob("*.pt")] == ["published_H2_p8.pt"]
     assert cp.setting_status(set_dir, cp.load_state(set_dir), cp.heads_setting("published", 2, 8, [0, 1])) == "running"
+    # one `campaign run` per worktree; a Snakemake lock left by a killed run is removed by the next one
+    wt = next(p for p in (repo / cp.WORKTREES).iterdir() if p.is_dir() and p.name != "logs")
+    locks = wt / ".snakemake" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    (locks / "0.input.lock").write_text("left by a killed run")
+    held = cp._hold_run_lock(wt)
+    assert not locks.is_dir() or not any(locks.iterdir())
+    with pytest.raises(cp.CampaignError, match="another `campaign run` is using the worktree"):
+        cp._hold_run_lock(wt)
+    held.close()
 
     # 2. a fresh machine: the worktree is gone; the same command resumes from epoch 1 and finishes
     shutil.rmtree(repo / cp.WORKTREES)

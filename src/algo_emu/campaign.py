@@ -34,6 +34,7 @@ old commit and settings still to do (they would be mixed); the move is recorded 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import shlex
@@ -476,6 +477,26 @@ def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, lo
         return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), stdout=fh, stderr=subprocess.STDOUT).returncode
 
 
+def _hold_run_lock(wt: Path):
+    """One ``campaign run`` per worktree: an exclusive lock on a file beside it, held while this process
+    lives (the kernel drops it when the process dies, so a killed run leaves no stale lock). Holding it
+    means no Snakemake of ours is running in the worktree, so a Snakemake lock found there was left by a
+    killed run and is removed (``snakemake --unlock``)."""
+    fh = open(wt.parent / f"{wt.name}.run.lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise CampaignError(f"another `campaign run` is using the worktree {wt}; wait for it or stop it") from None
+    locks = wt / ".snakemake" / "locks"
+    if locks.is_dir() and any(locks.iterdir()):
+        print(f"{_now()} campaign: removing the Snakemake lock a killed run left in {wt}", flush=True)
+        subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--unlock", "--profile",
+                        "workflow/profiles/default", "--cores", "1"], cwd=wt, env=pinned_env(wt), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return fh
+
+
 def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         try:
@@ -537,6 +558,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
         raise CampaignError(f"requirements.lock differs between the pinned commit {commit[:12]} and this "
                             "checkout: the environment would not be the one the campaign's settings were made in")
     set_dir, state, wt, cfg = open_campaign(set_dir, root)
+    lock = _hold_run_lock(wt)  # noqa: F841  (held until this process exits)
     _raise_priority()
     state.setdefault("code_version", pinned_code_version(wt))
     save_state(set_dir, state)
