@@ -5,9 +5,9 @@ them, and a forced ``touch`` run records each job's metadata (its params), as a 
 key of every experiment section of ``tests/tiny.yaml`` is edited in turn (the first edit that still
 validates) and a dry run of ``all``, through Snakemake's Python API in this process, must rerun every job
 whose step reads that key (plus the report and the manifest, which take the whole config) and no job for
-params it does not read; the other reruns are their downstream jobs (and the new jobs of a longer sweep). Two edits are spelled out: a new H
-trains that H alone (one setting per protocol) and no data set; ``heads.eval_every`` retrains every heads
-setting and touches no data job.
+params it does not read; the other reruns are their downstream jobs (and the new jobs of a longer sweep). Three edits are spelled out: a new H
+trains that H alone (one setting per protocol in E1, per mode in E3) and no data set; ``heads.eval_every``
+retrains every heads setting and touches no data job.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ RULE_STEPS = {
     "theorem31_train": ("theorem31", "train", None),
     "theorem31_blind": ("theorem31", "blind", None),
     "theorem31_aggregate": ("theorem31", "aggregate", None),
+    "statistical_data": ("statistical", "data", None),
     "statistical_train": ("statistical", "train", None),
     "statistical_train_blind": ("statistical", "train", None),
     "statistical_evaluate": ("statistical", "evaluate", None),
@@ -214,6 +215,17 @@ def test_a_new_h_trains_only_that_h(finished):
     train = sorted((wc["protocol"], wc["heads"], wc["p"]) for rule, wc, _ in jobs if rule == "heads_train")
     assert train == [("independent", "3", "8"), ("published", "3", "8")]
     assert not [rule for rule, *_ in jobs if rule.startswith(("heads_data", "theorem31", "statistical", "ames", "essay"))]
+
+
+def test_a_new_statistical_h_trains_only_that_h_on_the_data_sets_already_made(finished):
+    config = yaml.safe_load(TINY.read_text())
+    config["statistical"]["heads_sweep"] = config["statistical"]["heads_sweep"] + [3]
+    jobs = _rerun(finished, config)
+    new = sorted((rule, wc["stat_mode"]) for rule, wc, _ in jobs if rule.startswith("statistical_") and "heads" in wc)
+    assert all(wc["heads"] == "3" for rule, wc, _ in jobs if "heads" in wc and rule.startswith("statistical_"))
+    assert new == sorted((rule, mode) for rule in ("statistical_train", "statistical_train_blind", "statistical_evaluate")
+                         for mode in ("fitted", "reference_code"))
+    assert not [rule for rule, *_ in jobs if rule == "statistical_data" or rule.startswith(("heads", "theorem31"))]
 
 
 def test_eval_every_retrains_but_touches_no_data_job(finished):

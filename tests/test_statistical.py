@@ -148,16 +148,44 @@ def test_evaluation_refuses_data_the_model_was_not_trained_on(params, tmp_path):
         e3.evaluate_setting(params, "fitted", 2, [0], path, tmp_path / "runs", "cpu", 1)
 
 
+@pytest.mark.parametrize("mode", ["fitted", "reference_code"])
+def test_a_shared_data_file_trains_the_model_the_job_would_have_generated_data_for(params, tmp_path, mode):
+    paths = [tmp_path / f"seed{s}" / "dataset.pt" for s in (0, 1)]
+    for s, path in zip((0, 1), paths):
+        _cli(["data", "--params", json.dumps(params), "--mode", mode, "--seed", str(s), "--out", str(path)])
+        loaded, meta = st.load_dataset(path, {"seed": s})
+        assert meta["mode"] == mode and meta["params"] == json.loads(json.dumps(e3.data_spec(params, mode)))
+        fresh = e3.generate_data(params, mode, s)
+        for key in st.DATASET_KEYS:
+            assert torch.equal(loaded[key], fresh[key]) and loaded[key].dtype == fresh[key].dtype, key
+    here = e3.train_setting(params, mode, 2, [0, 1], tmp_path / "here.pt", None, "cpu", 1)
+    shared = e3.train_setting(params, mode, 2, [0, 1], tmp_path / "shared.pt", None, "cpu", 1, data_paths=paths)
+    assert shared["param_digest"] == here["param_digest"] and shared["history"] == here["history"]
+    assert shared["data_sha256"] == here["data_sha256"] and shared["algorithm_counts"] == here["algorithm_counts"]
+    # a file of another seed, of other data parameters or changed on disk is refused
+    with pytest.raises(ValueError, match="generated with seed=1"):
+        e3.load_data(params, mode, [0, 1], paths[::-1])
+    other = copy.deepcopy(params) | {"n_prompts": 41}
+    with pytest.raises(ValueError, match="rerun the data rule"):
+        e3.load_data(other, mode, [0, 1], paths)
+    paths[1].write_bytes(paths[1].read_bytes() + b"x")
+    with pytest.raises(ValueError, match="sha256"):
+        e3.load_data(params, mode, [0, 1], paths)
+
+
 def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
     cfg = json.dumps(params)
     metrics = []
     for mode in params["modes"]:
+        data = [str(tmp_path / "data" / mode / f"seed{s}" / "dataset.pt") for s in (0, 1)]
+        for s, path in zip((0, 1), data):
+            _cli(["data", "--params", cfg, "--mode", mode, "--seed", str(s), "--out", path])
         for H in params["heads_sweep"]:
             model = tmp_path / "models" / f"{mode}_H{H}.pt"
             blind = tmp_path / "models" / f"{mode}_H{H}_blind.pt"
             for path, extra in ((model, []), (blind, ["--blind"])):
                 _cli(["train", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(path),
-                      "--device", "cpu", "--threads", "1", *extra])
+                      "--data", *data, "--device", "cpu", "--threads", "1", *extra])
             out = tmp_path / "runs" / f"{mode}_H{H}"
             _cli(["evaluate", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(model),
                   "--blind-model", str(blind), "--out-dir", str(out), "--device", "cpu", "--threads", "1"])

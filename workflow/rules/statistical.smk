@@ -1,5 +1,6 @@
 # E3: statistical algorithms from the prompt (Appendix C.1).
-# train (per mode and H: all seeds as one ensemble, saved frozen) and train_blind (the weight-blind
+# data (per mode and seed: the training mixture, shared by every H) -> train (per mode and H: all seeds
+# as one ensemble, saved frozen) and train_blind (the weight-blind
 # baseline: same block, data and budget, tokens without the weights) -> evaluate (loads both read-only,
 # per algorithm on fresh data, the model also with its prompt's weights ablated; proves the weights
 # unchanged) -> aggregate (statistical_emulation, statistical_ablation) -> figures.
@@ -21,7 +22,38 @@ def statistical_metrics(wildcards=None):
     ]
 
 
+def statistical_train_data(wildcards):
+    """Every seed's training data set of the mode, in SEEDS order (what --seeds lists)."""
+    return [f"data/statistical/{wildcards.stat_mode}/seed{s}/dataset.pt" for s in SEEDS]
+
+
+# One (mode, seed)'s training data set: generated once (fitted mode: lasso fits for a quarter of the
+# prompts), read by the model and the weight-blind baseline of every H. Its params are the data keys
+# alone, so a new H or another training budget reuses it.
+rule statistical_data:
+    output:
+        data="data/statistical/{stat_mode}/seed{seed}/dataset.pt",
+        meta="data/statistical/{stat_mode}/seed{seed}/dataset.pt.json",
+    wildcard_constraints:
+        stat_mode="fitted|reference_code",
+    params:
+        cfg=step_cfg("statistical", "data"),
+    log:
+        "logs/statistical/data_{stat_mode}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/statistical_data_{stat_mode}_seed{seed}.tsv"
+    resources:
+        # one seed's prompts (N x (n + m) x (2d + 2)) in float64 and float32 plus generation temporaries
+        mem_mb=lambda wc: 1000 + STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 8 * 4 // 10**6,
+        runtime=lambda wc: 10 + STAT["n_prompts"] // 10000,
+    shell:
+        "{PY} -m algo_emu statistical data --params {params.cfg} --mode {wildcards.stat_mode} --seed {wildcards.seed} "
+        "--out {output.data} > {log} 2>&1"
+
+
 rule statistical_train:
+    input:
+        data=statistical_train_data,
     output:
         model="results/statistical/models/{stat_mode}_H{heads}.pt",
         sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
@@ -39,13 +71,13 @@ rule statistical_train:
         "results/benchmarks/statistical_train_{stat_mode}_H{heads}.tsv"
     threads: config["threads"]
     resources:
-        # every seed's prompts (N x (n + m) x (2d + 2) float32) plus data-generation temporaries; the
-        # weight-blind baseline below has the same prompts and budget and a narrower input layer
+        # every seed's prompts (N x (n + m) x (2d + 2) float32), loaded and stacked; the weight-blind
+        # baseline below has the same prompts and budget and a narrower input layer
         mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
         runtime=lambda wc: 30 + 10 * STAT["epochs"],
     shell:
         "{PY} -m algo_emu statistical train {params.blind}--params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --model {output.model} --checkpoint {params.checkpoint} "
+        "--seeds {params.seeds} --data {input.data} --model {output.model} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 

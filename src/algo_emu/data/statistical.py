@@ -53,11 +53,13 @@ target is computed in float64 from the rounded data.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from algo_emu.io import dumps_json, read_json, save_torch, sha256_file, sidecar, write_json
 from algo_emu.rng import torch_stream
 
 __all__ = [
@@ -77,6 +79,9 @@ __all__ = [
     "generate",
     "generate_for",
     "errors",
+    "DATASET_KEYS",
+    "write_dataset",
+    "load_dataset",
 ]
 
 MODES = ("reference_code", "fitted")
@@ -477,3 +482,45 @@ def errors(pred: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> dict[str, f
         "mse": float(((pred - t) ** 2).mean()),
         "mse_clean": float(((pred - batch["y_clean"].to(torch.float64)) ** 2).mean()),
     }
+
+
+# ----------------------------------------------------------------------------- data set files
+
+#: Format of the data set files :func:`write_dataset` writes (their sidecar's ``format_version``).
+FORMAT_VERSION = 1
+#: The tensors of a generated data set a training job needs (what :func:`write_dataset` keeps).
+DATASET_KEYS = ("inputs", "target", "algorithm")
+
+
+def write_dataset(path: str | Path, data: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> dict:
+    """Save ``data``'s :data:`DATASET_KEYS` to ``path`` (atomically, content-stable) and a JSON sidecar:
+    ``meta`` (the generation parameters, under ``params``) plus the format version, shapes and the
+    file's sha256. Returns the sidecar."""
+    path = Path(path)
+    save_torch(path, {k: data[k] for k in DATASET_KEYS})
+    out = {**meta, "format_version": FORMAT_VERSION, "shapes": {k: list(data[k].shape) for k in DATASET_KEYS},
+           "sha256": sha256_file(path)}
+    write_json(sidecar(path), out)
+    return out
+
+
+def load_dataset(path: str | Path, expect: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, sidecar) of a file of :func:`write_dataset`, loaded without unpickling code
+    (``weights_only``). The file's sha256 must match its sidecar and every entry of ``expect``
+    (e.g. mode, seed, the generation ``params``) the sidecar's, compared as JSON; otherwise
+    ValueError naming the difference."""
+    path = Path(path)
+    meta = read_json(sidecar(path))
+    digest = sha256_file(path)
+    if digest != meta.get("sha256"):
+        raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
+                         "delete it and rerun the data rule")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}; rerun the data rule")
+    for key, value in expect.items():
+        if dumps_json(meta.get(key)) != dumps_json(value):
+            raise ValueError(f"{path}: generated with {key}={meta.get(key)!r}, this job needs {value!r}; rerun the data rule")
+    data = torch.load(path, weights_only=True)
+    if sorted(data) != sorted(DATASET_KEYS):
+        raise ValueError(f"{path}: holds {sorted(data)}, expected {sorted(DATASET_KEYS)}")
+    return data, meta

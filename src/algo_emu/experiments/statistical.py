@@ -9,10 +9,11 @@ order, evaluation data). Read-out: the protocol's block, then Linear(h -> 1);
 the block's output Linear(h -> d_out) followed by Linear(h -> 1) composes to one
 affine map, so the block with d_out = 1 is the same function class.
 
-Steps (each a Snakemake rule): ``train`` (one (mode, H): all seeds as one
-ensemble, writes the frozen model file; with ``--blind`` the weight-blind
-baseline: the same block, data, data order and budget on tokens without the
-weights), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
+Steps (each a Snakemake rule): ``data`` (one (mode, seed)'s training data set,
+written once and read by every H's model and weight-blind baseline), ``train``
+(one (mode, H): all seeds as one ensemble, writes the frozen model file; with
+``--blind`` the weight-blind baseline: the same block, data, data order and
+budget on tokens without the weights), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
 the model unablated and with the weights in its prompt ablated -- another
 prompt's, another algorithm's, permuted, random of the same norm, zeros, and
 in fitted mode the context's x and y zeroed -- and the baseline,
@@ -24,6 +25,7 @@ with ``mse_over_blind`` and ``statistical_ablation``), ``figure`` and
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -109,6 +111,49 @@ def setting_name(mode: str, H: int) -> str:
     return f"{mode}_H{H}"
 
 
+# --------------------------------------------------------------------------- training data
+
+
+def data_spec(params: dict, mode: str) -> dict:
+    """What one (mode, seed)'s training data set is generated from (its file's sidecar ``params``); it does
+    not depend on H, the model or the training budget."""
+    return {"n_prompts": params["n_prompts"], "n_context": params["n_context"],
+            "n_query": params["n_query"] if mode == "fitted" else None, "d": params["d"],
+            "algorithms": list(algorithms(params, mode)), "data_params": data_params(params, mode)}
+
+
+def generate_data(params: dict, mode: str, seed: int, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """Seed ``seed``'s training data set: the mode's mixture of algorithms (:func:`algo_emu.data.statistical.generate`)."""
+    spec = data_spec(params, mode)
+    return st.generate(mode, spec["algorithms"], seed=seed, n_prompts=spec["n_prompts"], n_context=spec["n_context"],
+                       n_query=spec["n_query"], d=spec["d"], params=spec["data_params"], dtype=dtype)
+
+
+def _data_expect(params: dict, mode: str, seed: int) -> dict:
+    return {"experiment": EXPERIMENT, "mode": mode, "seed": seed, "params": data_spec(params, mode)}
+
+
+def write_data(params: dict, mode: str, seed: int, path: str | Path) -> dict:
+    """Generate one (mode, seed)'s training data set and write it to ``path`` with a JSON sidecar
+    (:func:`algo_emu.data.statistical.write_dataset`; generation parameters, sha256, seconds)."""
+    t0 = time.perf_counter()
+    data = generate_data(params, mode, seed)
+    meta = _data_expect(params, mode, seed) | {"streams": f"(seed, {EXPERIMENT}, {mode}, <quantity>)",
+                                               "generate_seconds": time.perf_counter() - t0}
+    out = st.write_dataset(path, data, meta)
+    log.info("statistical %s seed %d: %d prompts in %.1f s -> %s", mode, seed, params["n_prompts"],
+             meta["generate_seconds"], path)
+    return out
+
+
+def load_data(params: dict, mode: str, seeds: list[int], paths: list[str | Path]) -> dict[int, dict[str, torch.Tensor]]:
+    """``{seed: data set}`` from the files of :func:`write_data`, one per seed in ``seeds``' order; each must
+    have been generated for this mode, seed and these data parameters (ValueError naming the difference)."""
+    if len(paths) != len(seeds):
+        raise ValueError(f"{len(seeds)} seeds but {len(paths)} data files")
+    return {s: st.load_dataset(path, _data_expect(params, mode, s))[0] for s, path in zip(seeds, paths)}
+
+
 # --------------------------------------------------------------------------- training
 
 
@@ -117,22 +162,25 @@ class StatisticalTask:
 
     reference_code: loss at every token (target y_i, as the published code);
     fitted: loss at the m query tokens only (``loss_positions``), target x_q^T w_A + b_A.
+    ``data``: every seed's data set as :func:`load_data` returns it (the workflow's files); None:
+    generated here (:func:`generate_data`).
     """
 
     def __init__(self, seeds: list[int], mode: str, params: dict, device: torch.device,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, data: dict[int, dict[str, torch.Tensor]] | None = None) -> None:
         self.seeds, self.mode = list(seeds), mode
         self.members = [Member(s, mode) for s in self.seeds]
         n, m = params["n_context"], (params["n_query"] if mode == "fitted" else 0)
         xs, ts, self.data_sha256, self.algorithm_counts = [], [], {}, {}
         algs = algorithms(params, mode)
         for s in self.seeds:
-            data = st.generate(mode, algs, seed=s, n_prompts=params["n_prompts"], n_context=n,
-                               n_query=m or None, d=params["d"], params=data_params(params, mode), dtype=dtype)
-            xs.append(data["inputs"])
-            ts.append(data["target"].unsqueeze(-1))
-            self.data_sha256[s] = tensor_digest(data["inputs"])
-            self.algorithm_counts[s] = {a: int((data["algorithm"] == k).sum()) for k, a in enumerate(algs)}
+            data_s = generate_data(params, mode, s, dtype) if data is None else data[s]
+            if data_s["inputs"].dtype != dtype:
+                raise ValueError(f"seed {s}: data set of {data_s['inputs'].dtype}, the task needs {dtype}")
+            xs.append(data_s["inputs"])
+            ts.append(data_s["target"].unsqueeze(-1))
+            self.data_sha256[s] = tensor_digest(data_s["inputs"])
+            self.algorithm_counts[s] = {a: int((data_s["algorithm"] == k).sum()) for k, a in enumerate(algs)}
         self.inputs = torch.stack(xs).to(device)                    # (S, N, n + m, d_in)
         self.targets = torch.stack(ts).to(device)                   # (S, N, n or m, 1)
         self.loss_positions = torch.arange(n, n + m, device=device) if m else None
@@ -160,16 +208,19 @@ def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> 
 
 def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path,
                   checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
-                  blind: bool = False) -> dict:
+                  blind: bool = False, data_paths: list[str | Path] | None = None) -> dict:
     """Train one (mode, H) for all seeds as one ensemble and save it frozen to ``model_path``.
 
     ``blind``: the weight-blind baseline instead -- the same prompts, targets, data order and budget,
     with the weight columns removed from every token (:class:`algo_emu.ablation.WeightBlindTask`),
-    initialised from its own stream.
+    initialised from its own stream. ``data_paths``: every seed's training data set (:func:`write_data`,
+    in ``seeds``' order); None: generated in this job (the same tensors).
     """
     run = Runner(device_spec, threads)
     device = run.device
-    task = StatisticalTask(seeds, mode, params, device)
+    data = load_data(params, mode, seeds, data_paths) if data_paths is not None else None
+    task = StatisticalTask(seeds, mode, params, device, data=data)
+    del data
     t_data = run.seconds()
     meta = model_meta(params, mode, H, seeds, blind)
     init = "init_blind" if blind else "init"
@@ -498,11 +549,16 @@ def ablation_figure(table: str, runs_csv: str, out: str) -> None:
 SETTING_ARGS = [arg("--mode", choices=MODES, required=True), arg("--heads", "H", type=int, required=True),
                 cli.SEEDS]
 STEPS = [
+    Step("data", "generate one (mode, seed)'s training data set (the mixture of algorithms)", write_data,
+         [params_arg(EXPERIMENT, "data"), arg("--mode", choices=MODES, required=True), cli.SEED,
+          arg("--out", "path", required=True, help="data set file to write (and <out>.json)")]),
     Step("train", "train one (mode, H), all seeds as one ensemble; save it frozen", train_setting,
          [params_arg(EXPERIMENT, "train"), *SETTING_ARGS, arg("--model", "model_path", required=True, help="frozen model file to write (and <model>.json)"),
           cli.CHECKPOINT, *cli.RUNTIME,
           arg("--blind", action="store_true",
-              help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)")]),
+              help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)"),
+          arg("--data", "data_paths", nargs="+",
+              help="every seed's training data set (the data step's files, in --seeds order); default: generate them")]),
     Step("evaluate", "load a frozen model read-only and evaluate it per algorithm", evaluate_setting,
          [params_arg(EXPERIMENT, "evaluate"), *SETTING_ARGS, arg("--model", "model_path", required=True),
           arg("--blind-model", "blind_path", required=True, help="the weight-blind baseline of the same (mode, H)"),

@@ -91,7 +91,8 @@ _ALL = (
     Reads("theorem31", "blind", _T31_TRAIN),
     Reads("theorem31", "aggregate", ("fs", "p_sweep", "x_dist", "x_scale", "gd_eta", "n_prompts", "test_fraction",
                                      "n_tokens", "d", "hidden", "heads", "epochs", "batch_size", "lr")),
-    # E3
+    # E3: the training data set does not depend on H, the model or the budget
+    Reads("statistical", "data", ("n_prompts",) + _STAT_DATA),
     Reads("statistical", "train", ("n_prompts",) + _STAT_DATA + ("hidden", "p", "epochs", "batch_size", "lr",
                                                                 "checkpoint_every", "compile", "attention")),
     Reads("statistical", "evaluate", _STAT_DATA + ("eval_prompts", "eval_chunk")),
