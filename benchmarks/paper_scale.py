@@ -317,6 +317,16 @@ def bench_emulator_row(r: Row, cfg: dict, device, args) -> dict:
             _o.step()
         variants["all_queries_eager"] = full_queries_step
         full_queries_step(index())
+    if model.resolved_attention(device) == "kernel":  # the C kernel beside the PyTorch attention it replaces
+        def attention_step(idx, impl, _m=model):
+            _m.attention = impl
+            try:
+                eager(idx)
+            finally:
+                _m.attention = "auto"
+        for impl in ("kernel", "fused"):
+            variants[f"{impl}_attention_eager"] = lambda idx, impl=impl: attention_step(idx, impl)
+            variants[f"{impl}_attention_eager"](index())
 
     # one member at a time (the protocol's loop): one seed's members, own full-p block, own Adam
     per_seed = E // r.seeds

@@ -172,7 +172,7 @@ def test_training_keys_come_from_one_shared_schema():
             assert set(raw[key]) <= {"$ref", "default", "description"}, (section, key)
             assert {k: v for k, v in resolved[key].items() if k not in ("default", "description")} == \
                 {k: v for k, v in shared[key].items() if k not in ("default", "description")}, (section, key)
-        assert resolved["attention"]["enum"] == ["auto", "matmul", "sdpa", "fused"]   # ames had lost fused
+        assert resolved["attention"]["enum"] == ["auto", "matmul", "sdpa", "fused", "kernel"]   # ames had lost fused
 
 
 @pytest.mark.parametrize("section", TRAINED_SECTIONS)

@@ -10,7 +10,7 @@ def _gens(k, base=0):
     return [torch.Generator().manual_seed(base + i) for i in range(k)]
 
 
-@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused"])
+@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused", "kernel"])
 @pytest.mark.parametrize("heads,p", [(1, 60), (4, 60), (12, 60), (1, 20), (6, 33)])
 def test_forward_equals_plain_full_p_block(attention, heads, p):
     model = EnsembleEmulator(_gens(3), d_in=24, d_out=[48, 48, 24], n_tokens=20, hidden=48, heads=heads,
@@ -72,15 +72,16 @@ def test_fused_attention_gradients():
 def test_fused_training_step_matches_matmul():
     x = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     grads = {}
-    for attention in ("matmul", "fused"):
+    for attention in ("matmul", "fused", "kernel"):
         model = EnsembleEmulator(_gens(2), 5, 3, 4, 12, 3, 9, dtype=torch.float64, attention=attention)
         model(x).square().sum().backward()
         grads[attention] = {k: v.grad for k, v in model.named_parameters()}
-    for k in grads["matmul"]:
-        torch.testing.assert_close(grads["fused"][k], grads["matmul"][k], rtol=1e-10, atol=1e-12)
+    for impl in ("fused", "kernel"):
+        for k in grads["matmul"]:
+            torch.testing.assert_close(grads[impl][k], grads["matmul"][k], rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused"])
+@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused", "kernel"])
 @pytest.mark.parametrize("heads,keep", [(1, slice(4, 9)), (4, slice(0, 3)), (12, slice(5, 9)), (2, slice(0, 9))])
 def test_kept_queries_equal_full_forward_then_slice(attention, heads, keep):
     """forward(x, keep) (queries of the kept tokens only) = forward(x)[:, :, keep] = the plain block, in

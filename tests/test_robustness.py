@@ -159,14 +159,15 @@ def test_source_digest_covers_the_model_task_and_loss(tmp_path):
         src = runtime.PACKAGE_DIR / part
         dst = pkg / part
         if src.is_dir():
-            for f in src.rglob("*.py"):
+            for f in [*src.rglob("*.py"), *src.rglob("*.c")]:
                 (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
                 (dst / f.relative_to(src)).write_bytes(f.read_bytes())
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(src.read_bytes())
     assert runtime.source_digest(root=pkg) == runtime.source_digest()
-    for rel in ("models/emulator.py", "train.py", "runner.py", "data/heads.py", "experiments/statistical.py", "rng.py"):
+    for rel in ("models/emulator.py", "models/two_set_attention.c", "train.py", "runner.py", "data/heads.py",
+                "experiments/statistical.py", "rng.py"):
         f = pkg / rel
         original = f.read_bytes()
         f.write_bytes(original + b"\n# changed\n")

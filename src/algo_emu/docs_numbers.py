@@ -42,6 +42,7 @@ from algo_emu.runtime import REPO_ROOT
 REF = Path("results/reference/reference-scale")
 PAPER = Path("results/reference/paper-scale")
 ENGINE = Path("benchmarks/engine.json")
+ATTENTION_BENCH = Path("benchmarks/attention.json")
 PAPER_BENCH = Path("benchmarks/paper_scale.json")
 
 BLOCK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
@@ -286,6 +287,31 @@ def block_speed(root: Path) -> str:
                       f"{_g(e['machine_matmul_gflops'], 2)} GFLOP/s for a large matrix multiply on the same machine. "
                       f"The published loop's seconds per epoch are the figures its authors' set-up implies on a "
                       f"2-core machine like ours, not a run here."]
+    return "\n".join(lines) + "\n"
+
+
+def block_attention_kernel(root: Path) -> str:
+    path = root / ATTENTION_BENCH
+    if not path.is_file():
+        return f"**TODO:** `{ATTENTION_BENCH}` is not committed yet (`python benchmarks/attention.py`).\n"
+    b = read_json(path)
+    hw = b.get("environment", {}).get("hardware", {})
+    lines = ["| shape | members | head width | attention fwd+bwd, fused -> kernel (ms) | speed-up | "
+             "eager training step, fused -> kernel (ms) | speed-up |", "|---|---:|---:|---|---:|---|---:|"]
+    for r in b["rows"]:
+        ms = r["ms"]
+        lines.append(f"| {r['key']} | {r['E']} | {r['head_width']} | {_g(ms['attention_fused'])} -> "
+                     f"{_g(ms['attention_kernel'])} | {_g(r['attention_speedup'], 2)}x | {_g(ms['step_fused'])} -> "
+                     f"{_g(ms['step_kernel'])} | {_g(r['step_speedup'], 2)}x |")
+    lines += ["", "The attention alone takes each implementation's own input layout (heads split out for `fused`, "
+                  "heads side by side, as the projections give them, for the kernel); the training step is the "
+                  "same model with either. "
+                  f"CPU milliseconds of one thread (process CPU time, median of interleaved repetitions) on "
+                  f"{hw.get('cpu_model', 'the machine named in the file')} ({hw.get('cpu_count', '?')} cores; 1-minute "
+                  f"load average {_g(b['load_average_1min_at_start'], 2)} at the start, "
+                  f"{_g(b['load_average_1min_at_end'], 2)} at the end"
+                  f"{': other work shared the machine' if b['load_average_1min_at_start'] >= 1 else ''}); "
+                  f"`{b['command'].strip()}`."]
     return "\n".join(lines) + "\n"
 
 
@@ -703,6 +729,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "scales": block_scales,
     "paper-scale-cost": block_paper_scale_cost,
     "speed": block_speed,
+    "attention-kernel": block_attention_kernel,
     "reference-results": block_reference_results,
     "reference-cost": block_reference_cost,
     "paper-e1-curves": block_paper_e1_curves,

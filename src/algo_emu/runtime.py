@@ -29,7 +29,7 @@ TRAINING_SOURCES: tuple[str, ...] = ("train.py", "runner.py", "rng.py", "models"
 
 
 def source_digest(parts: tuple[str, ...] = TRAINING_SOURCES, root: str | os.PathLike | None = None) -> str:
-    """sha256 over the package's ``.py`` files under ``parts`` (relative path and bytes, sorted).
+    """sha256 over the package's ``.py`` and ``.c`` files under ``parts`` (relative path and bytes, sorted).
 
     Part of every training fingerprint (:func:`algo_emu.train.train_ensemble`): a checkpoint
     written by other code defining the model, the task or the loss is never resumed.
@@ -50,7 +50,8 @@ def _digest_sources(parts: tuple[str, ...], root: Path) -> str:
     files: list[Path] = []
     for part in parts:
         target = Path(root) / part
-        files.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target] if target.exists() else [])
+        files.extend(sorted([*target.rglob("*.py"), *target.rglob("*.c")]) if target.is_dir()
+                     else [target] if target.exists() else [])
     h = hashlib.sha256()
     for f in sorted(set(files)):
         h.update(f.relative_to(root).as_posix().encode() + b"\0")

@@ -35,6 +35,9 @@ import torch
 from torch import nn
 
 
+ATTENTION = ("auto", "matmul", "sdpa", "fused", "kernel")
+
+
 def _uniform(gen: torch.Generator, shape, bound: float, dtype) -> torch.Tensor:
     return (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).mul_(bound).to(dtype)
 
@@ -72,9 +75,16 @@ class EnsembleEmulator(nn.Module):
             raise ValueError(f"heads={heads} must divide hidden={hidden}")
         if total_tokens < n_tokens:
             raise ValueError(f"total_tokens (p={total_tokens}) must be >= n_tokens (n={n_tokens})")
-        if attention not in ("auto", "matmul", "sdpa", "fused"):
-            raise ValueError(f"attention: unknown implementation {attention!r} (auto, matmul, sdpa or fused)")
+        if attention not in ATTENTION:
+            raise ValueError(f"attention: unknown implementation {attention!r} ({', '.join(ATTENTION)})")
         self.attention = attention  # "auto" is resolved per device: see resolved_attention
+        # whether "auto" may use the C kernel on the CPU: decided here, once (building it on first use),
+        # so that a compiled forward does not trace the check
+        self._kernel_ok = False
+        if attention == "auto" and hidden // heads < 16:
+            from algo_emu.models import kernel
+
+            self._kernel_ok = total_tokens <= kernel.MAX_KEYS and kernel.usable()
         d_outs = [int(d_out)] * E if isinstance(d_out, int) else [int(v) for v in d_out]
         if len(d_outs) != E:
             raise ValueError(f"d_out has {len(d_outs)} entries for {E} members")
@@ -118,14 +128,17 @@ class EnsembleEmulator(nn.Module):
         self.register_buffer("out_mask", mask, persistent=False)
 
     def resolved_attention(self, device: torch.device | str) -> str:
-        """The implementation ``auto`` stands for on ``device`` (benchmarks/engine.json, 2 CPU cores:
-        plain matmuls for wide heads, the cache-blocked ``fused`` attention for heads narrower
-        than 16; on CUDA, PyTorch's fused sdpa for narrow heads)."""
+        """The implementation ``auto`` stands for on ``device``: plain matmuls for heads 16 or more
+        wide; for narrower heads, on CUDA PyTorch's fused sdpa, on the CPU the C kernel
+        (:mod:`algo_emu.models.kernel`; ``benchmarks/attention.json``), or, where it cannot be built or
+        the prompt has more keys than it takes, the cache-blocked ``fused`` attention in PyTorch."""
         if self.attention != "auto":
             return self.attention
         if self.h // self.H >= 16:
             return "matmul"
-        return "sdpa" if torch.device(device).type == "cuda" else "fused"
+        if torch.device(device).type == "cuda":
+            return "sdpa"
+        return "kernel" if self._kernel_ok else "fused"
 
     def member_state(self, e: int) -> dict[str, torch.Tensor]:
         """Parameters of member ``e`` as plain tensors (unpadded output)."""
@@ -156,6 +169,9 @@ class EnsembleEmulator(nn.Module):
         # 1. token map with per-token gain
         t = torch.baddbmm(self.b_in[:, None, :], x.reshape(E, B * n, d_in), self.w_in)
         t = (t.view(E, B, n, h) * self.gain[:, None]).view(E, B * n, h)
+        impl = self.resolved_attention(x.device)
+        if impl == "kernel" and m:
+            return self._kernel(t, B, keep)
         if keep is None or keep == slice(None):
             # 3a. q, k, v of the n data tokens
             qkv = torch.baddbmm(self.b_qkv[:, None, :], t, self.w_qkv)         # (E, B*n, 3h)
@@ -171,7 +187,6 @@ class EnsembleEmulator(nn.Module):
             q = torch.baddbmm(self.b_qkv[:, None, :h], tq.reshape(E, B * nq, h), self.w_qkv[:, :, :h])
             q = q.view(E, B, nq, H, dh).permute(0, 3, 1, 2, 4)                  # (E, H, B, nq, dh)
         q = q * (1.0 / math.sqrt(dh))
-        impl = self.resolved_attention(x.device)
         if impl in ("sdpa", "fused") and m:
             o = self._sdpa(q, k_d, v_d) if impl == "sdpa" else self._fused(q, k_d, v_d)
             o = o.permute(0, 2, 3, 1, 4).reshape(E, B * nq, h)
@@ -200,6 +215,21 @@ class EnsembleEmulator(nn.Module):
         k_e, v_e = kv_e.view(E, m, 2, H, dh).permute(2, 0, 3, 1, 4).unbind(0)          # (E, H, m, dh) each
         return TwoSetAttention.apply(q.contiguous(), k_d.contiguous(), v_d.contiguous(), k_e.contiguous(),
                                      v_e.contiguous(), _fused_chunk(E, H, B, n, k_d.shape[3] + m))
+
+    def _kernel(self, t: torch.Tensor, B: int, keep: slice | None) -> torch.Tensor:
+        """Steps 3-4 through the C kernel (:mod:`algo_emu.models.kernel`), which reads the projections
+        in their own layout (heads side by side): keys/values of every data token, queries of the kept
+        ones, keys/values of the appended tokens once per step; no head-splitting copies."""
+        from algo_emu.models import kernel
+
+        E, n, h, H, m = self.E, self.n, self.h, self.H, self.m
+        kv = torch.baddbmm(self.b_qkv[:, None, h:], t, self.w_qkv[:, :, h:]).view(E, B, n, 2 * h)
+        tq = t if keep is None or keep == slice(None) else t.view(E, B, n, h)[:, :, keep].reshape(E, -1, h)
+        nq = tq.shape[1] // B
+        q = torch.baddbmm(self.b_qkv[:, None, :h], tq, self.w_qkv[:, :, :h]).view(E, B, nq, h)
+        kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])    # (E, m, 2h)
+        o = kernel.two_set_attention(q, kv, kv_e, H, 1.0 / math.sqrt(h // H))
+        return torch.baddbmm(self.b_o[:, None, :], o.view(E, B * nq, h), self.w_o).view(E, B, nq, self.d_out)
 
     def _sdpa(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         """Fused attention of the n queries over [n data keys | m appended keys].
