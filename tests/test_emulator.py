@@ -3,14 +3,18 @@
 import pytest
 import torch
 
+from algo_emu.models import kernel
 from algo_emu.models.emulator import EnsembleEmulator, reference_forward
+
+# the C kernel is tested where it can be built (tests/test_kernel.py says why not, when not)
+KERNEL = pytest.param("kernel", marks=pytest.mark.skipif(not kernel.available()[0], reason="no C kernel here"))
 
 
 def _gens(k, base=0):
     return [torch.Generator().manual_seed(base + i) for i in range(k)]
 
 
-@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused", "kernel"])
+@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused", KERNEL])
 @pytest.mark.parametrize("heads,p", [(1, 60), (4, 60), (12, 60), (1, 20), (6, 33)])
 def test_forward_equals_plain_full_p_block(attention, heads, p):
     model = EnsembleEmulator(_gens(3), d_in=24, d_out=[48, 48, 24], n_tokens=20, hidden=48, heads=heads,
@@ -72,16 +76,16 @@ def test_fused_attention_gradients():
 def test_fused_training_step_matches_matmul():
     x = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     grads = {}
-    for attention in ("matmul", "fused", "kernel"):
+    for attention in ("matmul", "fused", "kernel") if kernel.available()[0] else ("matmul", "fused"):
         model = EnsembleEmulator(_gens(2), 5, 3, 4, 12, 3, 9, dtype=torch.float64, attention=attention)
         model(x).square().sum().backward()
         grads[attention] = {k: v.grad for k, v in model.named_parameters()}
-    for impl in ("fused", "kernel"):
+    for impl in [a for a in grads if a != "matmul"]:
         for k in grads["matmul"]:
             torch.testing.assert_close(grads[impl][k], grads["matmul"][k], rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused", "kernel"])
+@pytest.mark.parametrize("attention", ["matmul", "sdpa", "fused", KERNEL])
 @pytest.mark.parametrize("heads,keep", [(1, slice(4, 9)), (4, slice(0, 3)), (12, slice(5, 9)), (2, slice(0, 9))])
 def test_kept_queries_equal_full_forward_then_slice(attention, heads, keep):
     """forward(x, keep) (queries of the kept tokens only) = forward(x)[:, :, keep] = the plain block, in
@@ -105,3 +109,14 @@ def test_kept_queries_equal_full_forward_then_slice(attention, heads, keep):
                 torch.testing.assert_close(y[e, ..., : model.d_outs[e]], ref, rtol=0, atol=1e-12)
     for k in grads["full"]:
         torch.testing.assert_close(grads["kept"][k], grads["full"][k], rtol=1e-10, atol=1e-12)
+
+
+def test_auto_attention_falls_back_to_fused_with_a_warning_where_the_kernel_cannot_be_built(monkeypatch, caplog):
+    monkeypatch.setattr(kernel, "available", lambda: (False, "no C compiler: 'cc' is not on PATH"))
+    monkeypatch.setattr(kernel, "_warned", False)
+    with caplog.at_level("WARNING", logger="algo_emu.models.kernel"):
+        model = EnsembleEmulator(_gens(1), 3, 2, 4, 48, 12, 60)
+        EnsembleEmulator(_gens(1), 3, 2, 4, 48, 12, 60)
+    assert model.resolved_attention("cpu") == "fused"
+    warnings = [r.getMessage() for r in caplog.records if "kernel is not available" in r.getMessage()]
+    assert len(warnings) == 1 and "'cc' is not on PATH" in warnings[0]  # once per process, naming the reason
