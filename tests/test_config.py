@@ -155,7 +155,7 @@ def test_config_errors_through_snakemake(tmp_path):
 
 
 TRAINED_SECTIONS = ("heads", "theorem31", "statistical", "ames")
-TRAINING_KEYS = ("epochs", "batch_size", "lr", "checkpoint_every", "compile", "attention")
+TRAINING_KEYS = ("epochs", "batch_size", "lr", "checkpoint_every", "compile", "attention", "lr_schedule")
 
 
 def test_training_keys_come_from_one_shared_schema():
@@ -178,14 +178,14 @@ def test_training_keys_come_from_one_shared_schema():
 @pytest.mark.parametrize("section", TRAINED_SECTIONS)
 def test_shared_training_keys_are_checked_coerced_and_defaulted_per_section(tmp_path, section):
     for key, bad in (("epochs", 0), ("batch_size", 1.5), ("lr", 0), ("checkpoint_every", 0), ("compile", "yes"),
-                     ("attention", "flash")):
+                     ("attention", "flash"), ("lr_schedule", "linear")):
         with pytest.raises(ConfigError) as info:
             load_config(_write(tmp_path, {section: {key: bad}}), gpu_check=False)
         assert str(info.value).startswith(f"{section}.{key}: "), str(info.value)
     got = load_config(_write(tmp_path, {section: {"lr": "1e-2"}}), gpu_check=False)[section]
     assert got["lr"] == 0.01   # a $ref'd number written 1e-2 is still a number
     # the defaults stated in training.schema.yaml are filled in, and a section's own default wins
-    assert (got["batch_size"], got["compile"], got["attention"]) == (32, False, "auto")
+    assert (got["batch_size"], got["compile"], got["attention"], got["lr_schedule"]) == (32, False, "auto", "constant")
     assert (got["epochs"], got["checkpoint_every"]) == {
         "heads": (50, 1), "theorem31": (100, 1), "statistical": (300, 1), "ames": (300, 10)}[section]
 

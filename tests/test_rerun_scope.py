@@ -76,8 +76,9 @@ class _Jobs(logging.Handler):
                               list(record.output)))
 
 
-def _plan(workdir: Path, configfile: Path, mode: str, force: bool = False) -> list[tuple[str, tuple, str, list]]:
-    """The jobs Snakemake would run for ``all`` (``mode`` dryrun), or runs by touching outputs (touch)."""
+def _plan(workdir: Path, configfile: Path, mode: str, force: bool = False,
+          targets: tuple[str, ...] = ("all",)) -> list[tuple[str, tuple, str, list]]:
+    """The jobs Snakemake would run for ``targets`` (``mode`` dryrun), or runs by touching outputs (touch)."""
     from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
 
     handler, log = _Jobs(), logging.getLogger("snakemake.logging")
@@ -88,7 +89,7 @@ def _plan(workdir: Path, configfile: Path, mode: str, force: bool = False) -> li
             workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
                                     config_settings=ConfigSettings(configfiles=[configfile]),
                                     snakefile=REPO_ROOT / "Snakefile", workdir=workdir)
-            workflow.dag(DAGSettings(targets={"all"}, forceall=force)).execute_workflow(
+            workflow.dag(DAGSettings(targets=set(targets), forceall=force)).execute_workflow(
                 executor="local", pseudo_executor=mode)
     finally:
         log.removeHandler(handler)
@@ -234,3 +235,69 @@ def test_eval_every_retrains_but_touches_no_data_job(finished):
     jobs = _rerun(finished, config)
     rules = [rule for rule, *_ in jobs]
     assert rules.count("heads_train") == 7 and not [r for r in rules if "data" in r]
+
+
+# ----------------------------------------------------------------------------- E1 variants (`snakemake heads_variants`)
+
+VARIANT_TARGETS = ("all", "heads_variants")
+
+
+@pytest.fixture(scope="module")
+def finished_variants(tmp_path_factory):
+    """A workdir where the tiny run and its variants look finished (a variant's records are a directory)."""
+    workdir = tmp_path_factory.mktemp("rerun_variants")
+    configfile = workdir / "config.yaml"
+    shutil.copy(TINY, configfile)
+    jobs = _plan(workdir, configfile, "dryrun", targets=VARIANT_TARGETS)
+    for rule, _wc, _reason, outputs in jobs:
+        for f in outputs:
+            if rule == "heads_variant_train":
+                (workdir / f).mkdir(parents=True, exist_ok=True)
+            else:
+                (workdir / f).parent.mkdir(parents=True, exist_ok=True)
+                (workdir / f).touch()
+    _plan(workdir, configfile, "touch", force=True, targets=VARIANT_TARGETS)
+    assert _plan(workdir, configfile, "dryrun", targets=VARIANT_TARGETS) == [], "the faked run is not finished"
+    return workdir, configfile, jobs
+
+
+def _rerun_variants(finished, config: dict) -> list[tuple[str, dict, str]]:
+    workdir, configfile, _ = finished
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        return [(rule, dict(wc), reason)
+                for rule, wc, reason, _ in _plan(workdir, configfile, "dryrun", targets=VARIANT_TARGETS)]
+    finally:
+        shutil.copy(TINY, configfile)
+
+
+def _trained(jobs) -> list[tuple[str, str]]:
+    return sorted((rule, wc.get("variant") or f"{wc['protocol']} H{wc['heads']} p{wc['p']}") for rule, wc, _ in jobs
+                  if rule in ("heads_train", "heads_variant_train"))
+
+
+def test_variants_are_not_part_of_all_and_a_new_variant_trains_only_itself(finished, finished_variants):
+    assert not [rule for rule, *_ in finished[2] if "variant" in rule]
+    assert sorted(dict(wc)["variant"] for rule, wc, *_ in finished_variants[2] if rule == "heads_variant_train") == \
+        ["H1_cosine", "H4_epochs4"]
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["variants"].append({"name": "H2_lr", "heads": 2, "p": 8, "seeds": [1], "lr": 0.01})
+    jobs = _rerun_variants(finished_variants, config)
+    assert _trained(jobs) == [("heads_variant_train", "H2_lr")]
+    # the rest is the variants' table and figure, and the rules that take the whole config
+    assert sorted({rule for rule, *_ in jobs} - {"heads_variant_train"}) == [
+        "all", "heads_variants", "heads_variants_figure", "heads_variants_table", "manifest", "replication"]
+
+
+def test_a_sweep_edit_retrains_only_the_variants_that_read_the_key(finished_variants):
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["heads_sweep"] = config["heads"]["heads_sweep"] + [3]
+    assert [t for t in _trained(_rerun_variants(finished_variants, config)) if t[0] == "heads_variant_train"] == []
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["epochs"] = 3  # H4_epochs4 has its own epochs; H1_cosine reads the section's
+    trained = _trained(_rerun_variants(finished_variants, config))
+    assert [t for t in trained if t[0] == "heads_variant_train"] == [("heads_variant_train", "H1_cosine")]
+    assert len([t for t in trained if t[0] == "heads_train"]) == 7
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["variants"][0]["epochs"] = 5  # a variant's own edit: that variant alone
+    assert _trained(_rerun_variants(finished_variants, config)) == [("heads_variant_train", "H4_epochs4")]

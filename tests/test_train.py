@@ -70,8 +70,12 @@ def test_same_seed_twice_gives_identical_metrics(heads_params, tmp_path):
     assert on_disk["mse"] == a[1]["mse"] and on_disk["environment"]["device"] == "cpu"
 
 
-def test_kill_and_resume_gives_identical_final_metrics(heads_params, tmp_path, monkeypatch):
+@pytest.mark.parametrize("schedule", [None, "cosine"])
+def test_kill_and_resume_gives_identical_final_metrics(heads_params, tmp_path, monkeypatch, schedule):
+    """None: the key absent (constant); cosine: the rate of each epoch is a function of the epoch alone."""
     heads_params["epochs"] = 3
+    if schedule:
+        heads_params["lr_schedule"] = schedule
     path = tmp_path / "seed0.pt"
     hd.write_dataset(path, 0, heads_params)
     straight = train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "straight", None, "cpu", 1)[0]
@@ -88,16 +92,81 @@ def test_kill_and_resume_gives_identical_final_metrics(heads_params, tmp_path, m
     assert resumed["mse_by_target"] == straight["mse_by_target"]
     assert resumed["member_mse"] == straight["member_mse"]
     assert [h["train_loss"] for h in resumed["history"]] == [h["train_loss"] for h in straight["history"]]
+    assert resumed["params"] == straight["params"] and resumed["config_hash"] == straight["config_hash"]
+    assert resumed["params"].get("lr_schedule") == schedule  # a constant run's params are what they were before
 
 
-def test_checkpoint_of_another_config_is_not_resumed(heads_params, tmp_path):
+@pytest.mark.parametrize("key,value", [("lr", 5e-3), ("lr_schedule", "cosine")])
+def test_checkpoint_of_another_config_is_not_resumed(heads_params, tmp_path, key, value):
     path = tmp_path / "seed0.pt"
     hd.write_dataset(path, 0, heads_params)
     ckpt = tmp_path / "ckpt.pt"
     train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "a", ckpt, "cpu", 1)
-    heads_params["lr"] = 5e-3
+    heads_params[key] = value
     out = train_setting(heads_params, 1, 7, [0], [str(path)], tmp_path / "b", ckpt, "cpu", 1)[0]
     assert out["timing"]["resumed_from_epoch"] == 0 and out["timing"]["epochs_run_this_call"] == 2
+
+
+#: A 3-epoch tiny heads run (H=2, p=7, seed 0) made by the engine before ``lr_schedule`` existed: the composed head's
+#: MSE, the emulators' test MSEs and train losses, and the record's hashes.
+BEFORE_LR_SCHEDULE = {
+    "mse": 40.88516473563894,
+    "member_mse": {"K": 16.68084441636975, "Q": 5.969099065198358, "V": 21.377895824617106},
+    "train_loss": [{"K": 17.0550386428833, "Q": 6.66899471282959, "V": 24.319820404052734},
+                   {"K": 16.547091484069824, "Q": 6.516247272491455, "V": 24.002767753601074},
+                   {"K": 16.500007247924806, "Q": 6.404357433319092, "V": 23.68162727355957}],
+    "config_hash": "cdabd7f27ca4db02", "sweep_config_hash": "b594026abd0f3699",
+}
+
+
+@pytest.mark.parametrize("schedule", [None, "constant"])
+def test_constant_lr_schedule_leaves_a_run_bit_identical(heads_params, tmp_path, schedule):
+    """The key absent and ``constant`` give the numbers and hashes the engine gave before the key existed."""
+    heads_params["epochs"] = 3
+    if schedule:
+        heads_params["lr_schedule"] = schedule
+    path = tmp_path / "seed0.pt"
+    hd.write_dataset(path, 0, heads_params)
+    out = train_setting(heads_params, 2, 7, [0], [str(path)], tmp_path / "out", None, "cpu", 1)[0]
+    got = {"mse": out["mse"], "member_mse": out["member_mse"], "train_loss": [h["train_loss"] for h in out["history"]],
+           "config_hash": out["config_hash"], "sweep_config_hash": out["sweep_config_hash"]}
+    assert got == BEFORE_LR_SCHEDULE
+    assert "lr_schedule" not in out["params"] and not any("lr" in h for h in out["history"])
+
+
+def test_cosine_schedule_sets_the_rate_of_each_epoch(heads_params, monkeypatch):
+    """lr_epoch = lr * 0.5 * (1 + cos(pi * epoch / epochs)), in the optimiser at every step of that epoch."""
+    import math
+
+    from algo_emu import train as engine
+
+    seen = []
+    real = engine.make_step
+
+    def spy(model, task, cfg, opt):
+        step = real(model, task, cfg, opt)
+
+        def wrapped(index):
+            seen.append(opt.param_groups[0]["lr"])
+            return step(index)
+        return wrapped
+
+    monkeypatch.setattr(engine, "make_step", spy)
+    datasets = _datasets(heads_params, [0])
+    task = HeadsTask(datasets, heads_params, torch.device("cpu"), dtype=torch.float64)
+    model = EnsembleEmulator([torch_stream(m.seed, "heads", "init", m.name) for m in task.members], heads_params["d"],
+                             task.d_outs, heads_params["n_tokens"], heads_params["hidden"], 2, 7, dtype=torch.float64)
+    cfg = TrainConfig(epochs=4, batch_size=8, lr=2e-3, lr_schedule="cosine")
+    result = train_ensemble(model, task, cfg)
+    expected = [2e-3 * 0.5 * (1 + math.cos(math.pi * e / 4)) for e in range(4)]
+    assert expected[0] == 2e-3 and expected[2] == 2e-3 * 0.5 * (1 + math.cos(math.pi / 2))
+    assert [engine.epoch_lr(cfg, e) for e in range(4)] == expected
+    assert [h["lr"] for h in result.history] == expected
+    steps = math.ceil(task.n_train / 8)  # 36 training prompts / batch 8 -> 5 steps per epoch
+    assert seen == [lr for lr in expected for _ in range(steps)]
+    assert engine.epoch_lr(TrainConfig(epochs=4, lr=2e-3), 3) == 2e-3  # constant
+    with pytest.raises(ValueError, match="lr_schedule: unknown schedule 'linear'"):
+        train_ensemble(model, task, TrainConfig(epochs=1, lr_schedule="linear"))
 
 
 def test_engine_rejects_bad_settings():

@@ -266,6 +266,16 @@ def check_heads(heads: dict) -> None:
             key = "heads.p_sweep" if p in heads["p_sweep"] else "heads.p_heads_sweep"
             raise ConfigError(f"{key}: p = {p} is smaller than heads.n_tokens = {n}")
     _check_split("heads", heads["n_prompts"], heads["test_fraction"])
+    names: set[str] = set()
+    for v in heads.get("variants") or []:
+        where = f"heads.variants[{v['name']}]"
+        if v["name"] in names:
+            raise ConfigError(f"{where}.name: the name {v['name']!r} is used by two variants")
+        names.add(v["name"])
+        if hidden % v["heads"]:
+            raise ConfigError(f"{where}.heads: {v['heads']} heads do not divide heads.hidden = {hidden}")
+        if v["p"] < n:
+            raise ConfigError(f"{where}.p: p = {v['p']} is smaller than heads.n_tokens = {n}")
 
 
 def check_theorem31(section: dict) -> None:

@@ -29,7 +29,14 @@ from algo_emu.runtime import config_hash, environment, resolve_device
 from algo_emu.train import TrainConfig, TrainResult, timing_record, train_ensemble
 
 #: Keys of a config section that make a :class:`TrainConfig`.
-TRAIN_CONFIG_KEYS = ("epochs", "batch_size", "lr", "checkpoint_every", "compile")
+TRAIN_CONFIG_KEYS = ("epochs", "batch_size", "lr", "checkpoint_every", "compile", "lr_schedule")
+
+
+def schedule_params(cfg: TrainConfig) -> dict:
+    """``{"lr_schedule": ...}`` when ``cfg`` schedules its learning rate, else ``{}``: what a run's fingerprint and
+    record parameters gain from the schedule. Empty for ``constant`` (the default), so the fingerprints, hashes and
+    records of constant-rate runs are the ones they were before the key existed."""
+    return {} if cfg.lr_schedule == "constant" else {"lr_schedule": cfg.lr_schedule}
 
 
 def train_config(section: str, params: Mapping[str, Any], stream: str | None = None) -> TrainConfig:
@@ -59,6 +66,7 @@ class Runner:
         self.device = resolve_device(device_spec)
         self.t0 = time.perf_counter()
         self._environment: dict | None = None
+        self._schedule: dict = {}  # schedule_params of the last training call: part of the records' params
 
     def restarted(self) -> "Runner":
         """The same job's device and environment with the clock restarted (a second model trained in the
@@ -83,8 +91,10 @@ class Runner:
               fingerprint_extra: Mapping[str, Any] | None = None,
               on_epoch: Callable[[int, torch.nn.Module], dict] | None = None) -> TrainResult:
         """Train ``model`` on ``task`` (:func:`algo_emu.train.train_ensemble`), resuming ``checkpoint`` when
-        its fingerprint matches: the config hash of ``run_params`` with ``seeds`` and ``fingerprint_extra``."""
-        fp = dict(run_params)
+        its fingerprint matches: the config hash of ``run_params`` with ``seeds``, ``fingerprint_extra`` and the
+        learning-rate schedule (:func:`schedule_params`; a checkpoint of another schedule is never resumed)."""
+        self._schedule = schedule_params(cfg)
+        fp = dict(run_params) | self._schedule
         if seeds is not None:
             fp["seeds"] = list(seeds)
         fp |= dict(fingerprint_extra or {})
@@ -96,8 +106,9 @@ class Runner:
 
     def provenance(self, run_params: Mapping[str, Any]) -> dict:
         """The parameters a record was made with and their hash (the part of the provenance block that
-        does not depend on the clock)."""
-        return {"params": dict(run_params), "config_hash": config_hash(dict(run_params))}
+        does not depend on the clock); after :meth:`train`, with its learning-rate schedule (:func:`schedule_params`)."""
+        params = dict(run_params) | self._schedule
+        return {"params": params, "config_hash": config_hash(params)}
 
     def write_records(self, out_dir: str | Path, records: Mapping[int, dict]) -> dict[int, dict]:
         """Write each seed's record to ``<out_dir>/seed<k>/metrics.json`` (atomic); returns them."""

@@ -15,6 +15,9 @@ time (a test proves it):
   streams ``(seed, "shuffle", name, epoch)``; nothing depends on the other
   members.
 
+The learning rate is ``lr`` throughout (``lr_schedule: constant``) or set at the start of each epoch by
+:func:`epoch_lr` (``cosine``); either way it is a function of the epoch alone.
+
 Checkpoints (model, optimiser, epoch, history) are written atomically every
 ``checkpoint_every`` epochs; a killed run restarted with the same arguments
 resumes from the last checkpoint and ends with the same numbers as an
@@ -83,6 +86,22 @@ class TrainConfig:
     checkpoint_every: int = 1
     compile: bool = False
     stream: str = "shuffle"  # name of the data-order stream
+    lr_schedule: str = "constant"  # LR_SCHEDULES: the learning rate of each epoch (epoch_lr)
+
+
+#: The learning-rate schedules of :func:`epoch_lr` (config key ``lr_schedule``, workflow/schemas/training.schema.yaml).
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def epoch_lr(cfg: TrainConfig, epoch: int) -> float:
+    """The learning rate of (0-based) ``epoch``: ``constant``: ``cfg.lr``; ``cosine``: ``cfg.lr * 0.5 * (1 + cos(pi *
+    epoch / cfg.epochs))``, from ``cfg.lr`` at epoch 0 down towards 0 at the last epoch. A function of the epoch alone,
+    set at the start of each epoch, so a resumed run equals an uninterrupted one."""
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    if cfg.lr_schedule == "cosine":
+        return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * epoch / cfg.epochs))
+    raise ValueError(f"lr_schedule: unknown schedule {cfg.lr_schedule!r} (expected one of {LR_SCHEDULES})")
 
 
 @dataclass
@@ -195,6 +214,8 @@ def train_ensemble(
         raise ValueError(f"epochs must be >= 0, got {cfg.epochs}")
     if cfg.batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {cfg.batch_size}")
+    if cfg.lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule: unknown schedule {cfg.lr_schedule!r} (expected one of {LR_SCHEDULES})")
     members = list(task.members)
     device = next(model.parameters()).device
     # fused: one kernel for all parameters (element-wise, so still E independent Adams)
@@ -224,11 +245,16 @@ def train_ensemble(
     t_start = time.perf_counter()
     for epoch in range(start_epoch, cfg.epochs):
         t0 = time.perf_counter()
+        if cfg.lr_schedule != "constant":  # constant: the optimiser's lr is never touched (today's numbers, bit for bit)
+            for group in opt.param_groups:
+                group["lr"] = epoch_lr(cfg, epoch)
         order = epoch_order(members, task.n_train, epoch, cfg.stream, device)
         running = torch.zeros(len(members), dtype=torch.float64, device=device)
         for s in range(n_steps):
             running += step(order[:, s * B:(s + 1) * B])
         entry = {"epoch": epoch + 1, "train_loss": (running / n_steps).tolist(), "seconds": time.perf_counter() - t0}
+        if cfg.lr_schedule != "constant":
+            entry["lr"] = epoch_lr(cfg, epoch)
         if on_epoch is not None:
             entry.update(on_epoch(epoch + 1, model))
         result.history.append(entry)

@@ -4,6 +4,10 @@
 import os
 
 from algo_emu.experiments.heads_settings import settings as _heads_settings, setting_name as _heads_setting_name
+from algo_emu.experiments.heads_settings import (
+    variant_protocol as _variant_protocol,
+    variant_train_params as _variant_train_params,
+)
 
 HEADS = config["heads"]
 HEADS_SETTINGS = _heads_settings(HEADS)
@@ -18,6 +22,12 @@ HEADS_TABLES = [
 ]
 HEADS_FIGURES = expand("results/figures/heads_vs_mse.{ext}", ext=["pdf", "png"])
 P_FIGURES = expand("results/figures/prompt_length_vs_mse.{ext}", ext=["pdf", "png"])
+# Variants (heads.variants): diagnostic runs of ours, never paper-comparable; built by the named target
+# `heads_variants`, not by `all` (at the paper's scale they cost as much as several sweep settings).
+HEADS_VARIANTS = {v["name"]: v for v in HEADS["variants"]}
+HEADS_VARIANTS_TABLES = expand("results/tables/heads_variants.{ext}", ext=["csv", "md", "tex"])
+HEADS_VARIANTS_CURVES = "results/tables/heads_variants_curves.csv"
+HEADS_VARIANTS_FIGURES = expand("results/figures/heads_variants.{ext}", ext=["pdf", "png"])
 
 
 def heads_metrics(wildcards=None):
@@ -95,6 +105,83 @@ rule heads_train:
         "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} > {log} 2>&1"
 
 
+def heads_variant_data(wildcards):
+    v = HEADS_VARIANTS[wildcards.variant]
+    if _variant_protocol(v) == "published":
+        return ["data/heads/published/dataset.pt"]
+    return [f"data/heads/seed{s}/dataset.pt" for s in v["seeds"]]
+
+
+rule heads_variant_train:
+    input:
+        heads_variant_data,
+    output:
+        # <variant>/seed<k>/metrics.json for each of its seeds (a variant's seeds are its own, so the directory)
+        directory("results/heads/variants/{variant}"),
+    params:
+        # the heads train keys with the variant's overrides: a section key it overrides is not its rerun trigger
+        cfg=lambda wc: as_json(_variant_train_params(HEADS, wc.variant)),
+        protocol=lambda wc: _variant_protocol(HEADS_VARIANTS[wc.variant]),
+        H=lambda wc: HEADS_VARIANTS[wc.variant]["heads"],
+        p=lambda wc: HEADS_VARIANTS[wc.variant]["p"],
+        seeds=lambda wc: " ".join(map(str, HEADS_VARIANTS[wc.variant]["seeds"])),
+        device=DEVICE,
+        checkpoint="results/heads/checkpoints/variants/{variant}.pt",
+    log:
+        "logs/heads/variant_{variant}.log",
+    benchmark:
+        "results/benchmarks/heads_variant_{variant}.tsv"
+    threads: config["threads"]
+    resources:
+        mem_mb=lambda wc: 1200 + 300 * len(HEADS_VARIANTS[wc.variant]["seeds"]),
+        # as heads_train: 30 s per epoch per seed at N = 50,000 on 2 CPU cores, plus start-up
+        runtime=lambda wc: 10 + (_variant_train_params(HEADS, wc.variant)["epochs"] * len(HEADS_VARIANTS[wc.variant]["seeds"])
+                                 * HEADS["n_prompts"] // 50000 + 1) // 2,
+    shell:
+        "{PY} -m algo_emu heads train --params {params.cfg} --protocol {params.protocol} --heads {params.H} "
+        "--p {params.p} --seeds {params.seeds} --data {input} --out-dir {output} --checkpoint {params.checkpoint} "
+        "--device {params.device} --threads {threads} --variant {wildcards.variant} > {log} 2>&1"
+
+
+rule heads_variants_table:
+    input:
+        expand("results/heads/variants/{variant}", variant=list(HEADS_VARIANTS)),
+    output:
+        tables=HEADS_VARIANTS_TABLES,
+        curves=HEADS_VARIANTS_CURVES,
+    params:
+        cfg=step_cfg("heads", "variants"),
+        # the protocol's own runs, drawn beside when present (not inputs: the variants never train the sweep)
+        baseline="results/heads results/reference/paper-scale/heads",
+    log:
+        "logs/heads/variants_table.log",
+    shell:
+        "{PY} -m algo_emu heads variants-table --params {params.cfg} --variant-dirs {input} "
+        "--baseline-roots {params.baseline} --table {output.tables[0]} --curves {output.curves} > {log} 2>&1"
+
+
+rule heads_variants_figure:
+    input:
+        table="results/tables/heads_variants.csv",
+        curves=HEADS_VARIANTS_CURVES,
+    output:
+        HEADS_VARIANTS_FIGURES,
+    params:
+        stem=lambda wc, output: os.path.splitext(output[0])[0],
+    log:
+        "logs/heads/variants_figure.log",
+    shell:
+        "{PY} -m algo_emu heads variants-figure --table {input.table} --curves {input.curves} --out {params.stem} "
+        "> {log} 2>&1"
+
+
+rule heads_variants:
+    input:
+        HEADS_VARIANTS_TABLES,
+        HEADS_VARIANTS_CURVES,
+        HEADS_VARIANTS_FIGURES,
+
+
 rule heads_aggregate:
     input:
         heads_metrics,
@@ -161,3 +248,4 @@ rule prompt_length_vs_mse_figure:
 
 wildcard_constraints:
     protocol=r"published|independent",
+    variant=r"[A-Za-z0-9][A-Za-z0-9_.-]*",

@@ -33,6 +33,7 @@ from algo_emu.config import schema_defaults
 from algo_emu.cli import Step, arg
 from algo_emu.data import heads as hd
 from algo_emu.experiments.step_keys import params_arg
+from algo_emu.experiments.heads_variants import variants_figure, variants_table
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.io import read_json, write_json
@@ -42,7 +43,7 @@ from algo_emu.runtime import config_hash
 from algo_emu import records
 from algo_emu.records import KEY, Get, RunSpec
 from algo_emu.tables import require_columns, summarise_by, write_table
-from algo_emu.runner import Runner, train_config
+from algo_emu.runner import Runner, schedule_params, train_config
 from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.heads")
@@ -126,10 +127,12 @@ class HeadsTask:
 
 def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: list[str], out_dir: str | Path,
                   checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
-                  protocol: str = "independent") -> dict[int, dict]:
+                  protocol: str = "independent", variant: str | None = None) -> dict[int, dict]:
     """Train one (protocol, H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``.
 
-    ``data_paths``: one data set per seed (independent) or the one shared data set (published)."""
+    ``data_paths``: one data set per seed (independent) or the one shared data set (published). ``variant``: the
+    name of a ``heads.variants`` entry (ours): its records say ``variant`` and ``paper_comparable: false`` (the heads
+    tables refuse them), and each evaluation of the learning curve also holds every K/Q/V emulator's test MSE."""
     run = Runner(device_spec, threads)
     target, metric = headline(protocol, params)
     if protocol == "published":
@@ -161,10 +164,15 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         if every and epoch % every == 0 and epoch < cfg.epochs:
             ev = task.evaluate(m, params["eval_batch_size"])
             key = "mse_by_target" if metric == "exact" else "mse_batchmean_by_target"
-            return {"test_mse": {str(s): ev[s][key][target] for s in task.seeds}}
+            out = {"test_mse": {str(s): ev[s][key][target] for s in task.seeds}}
+            if variant is not None:
+                out["test_member_mse"] = {str(s): ev[s]["member_mse"] for s in task.seeds}
+            return out
         return {}
 
-    log.info("setting %s H=%d p=%d: %d seeds x K/Q/V = %d members on %s", protocol, H, p, len(seeds), len(task.members), device)
+    log.info("setting %s H=%d p=%d%s: %d seeds x K/Q/V = %d members on %s", protocol, H, p,
+             f" (variant {variant}, lr {cfg.lr}, {cfg.lr_schedule}, {cfg.epochs} epochs)" if variant else "", len(seeds),
+             len(task.members), device)
     result = run.train(model, task, cfg, run_params, checkpoint, seeds=seeds, on_epoch=on_epoch)
     evaluation = task.evaluate(model, params["eval_batch_size"])
     timing, provenance = run.timing(result), run.provenance(run_params)
@@ -173,7 +181,9 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         ev = evaluation[s]
         idx = [3 * si + j for j in range(3)]
         history = [{"epoch": h["epoch"], "train_loss": {r: h["train_loss"][i] for r, i in zip(ROLES, idx)},
-                    **({"test_mse": h["test_mse"][str(s)]} if "test_mse" in h else {})} for h in result.history]
+                    **({"test_mse": h["test_mse"][str(s)]} if "test_mse" in h else {}),
+                    **({"test_member_mse": h["test_member_mse"][str(s)]} if "test_member_mse" in h else {}),
+                    **({"lr": h["lr"]} if "lr" in h and variant is not None else {})} for h in result.history]
         metrics = {
             "experiment": "heads", "protocol": protocol, "setting": {"heads": H, "p": p}, "seed": s,
             "target": target, "metric": metric,
@@ -184,10 +194,12 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
             "n_train": task.n_train, "n_test": int(task.X_test.shape[1]),
             **provenance,
             # the keys every setting of the sweep shares: records with different values must not be mixed
-            "sweep_config_hash": config_hash({k: params[k] for k in TRAIN_KEYS}), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
+            "sweep_config_hash": config_hash({k: params[k] for k in TRAIN_KEYS} | schedule_params(cfg)), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
             "ensemble": {"members": len(task.members), "seeds": seeds},
             "timing": timing, "environment": run.environment(),
         }
+        if variant is not None:  # ours, never beside the paper's numbers
+            metrics |= {"variant": variant, "paper_comparable": False}
         out[s] = metrics
     return run.write_records(out_dir, out)
 
@@ -213,7 +225,14 @@ RUNS = RunSpec(
 
 
 def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (protocol, setting, seed, target) from metrics.json files (:data:`RUNS`)."""
+    """One row per (protocol, setting, seed, target) from metrics.json files (:data:`RUNS`). A variant's record
+    (``heads.variants``, ours) is refused: the heads tables and fits hold the protocols' sweeps only."""
+    for path in paths:
+        rec = read_json(path)
+        if "variant" in rec or rec.get("paper_comparable") is False:
+            raise ValueError(f"{path}: a record of the variant {rec.get('variant')!r} (heads.variants, ours; "
+                             "paper_comparable: false), not of a sweep setting; the heads tables never take variants "
+                             "(their table is heads_variants.csv)")
     return records.load_runs(paths, RUNS)
 
 
@@ -463,7 +482,8 @@ STEPS = [
          [params_arg("heads", "data"), cli.SEED, PROTOCOL, arg("--out", "path", required=True)]),
     Step("train", "train one (H, p) setting, all seeds as one ensemble", train_setting,
          [params_arg("heads", "train"), arg("--heads", "H", type=int, required=True), arg("--p", type=int, required=True), cli.SEEDS,
-          arg("--data", "data_paths", nargs="+", required=True), cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME, PROTOCOL]),
+          arg("--data", "data_paths", nargs="+", required=True), cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME, PROTOCOL,
+          arg("--variant", help="name of the heads.variants entry this run is (ours: its records say so)")]),
     Step("aggregate", "tables from per-seed metrics", aggregate,
          [params_arg("heads", "aggregate"), cli.METRICS, cli.RUNS, arg("--heads-table", "heads_csv", required=True),
           arg("--p-table", "p_csv", required=True),
@@ -476,6 +496,14 @@ STEPS = [
          [arg("--dir", "ref_dir", required=True, help="e.g. results/reference/paper-scale"),
           arg("--config", "config_path", default="config/config.yaml"),
           arg("--title", default="E1 at the paper's scale: committed reference set")]),
+    Step("variants-table", "the variants' table and learning curves (heads.variants: ours, never paper-comparable)",
+         variants_table,
+         [params_arg("heads", "variants"), arg("--variant-dirs", nargs="*", default=[], help="results/heads/variants/<name>"),
+          arg("--baseline-roots", nargs="*", default=[],
+              help="where the protocol's own records are looked for (<root>/<protocol>/runs/H<H>_p<p>/seed<k>/)"),
+          cli.TABLE, arg("--curves", "curves_csv", required=True)]),
+    Step("variants-figure", "per-member learning curves of each variant", variants_figure,
+         [cli.TABLE, arg("--curves", "curves_csv", required=True), cli.FIGURE]),
     Step("figure", "heads or prompt-length figure from the tables", figure,
          [arg("--kind", choices=["heads", "prompt_length"], required=True), cli.TABLE, arg("--fit", "fit_json"), cli.RUNS,
           cli.FIGURE]),

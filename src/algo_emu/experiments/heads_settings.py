@@ -45,3 +45,36 @@ def settings(params: dict) -> list[tuple[str, int, int]]:
 
 def setting_name(H: int, p: int) -> str:
     return f"H{H}_p{p}"
+
+
+# --------------------------------------------------------------------------- variants (ours, never paper-comparable)
+
+#: Keys a variant (``heads.variants``) may override; every other training key is the section's.
+VARIANT_OVERRIDES = ("epochs", "lr", "lr_schedule", "eval_every")
+
+
+def variants(params: dict) -> list[dict]:
+    """The configured variants (``heads.variants``), in config order."""
+    return list(params.get("variants") or [])
+
+
+def variant(params: dict, name: str) -> dict:
+    for v in variants(params):
+        if v["name"] == name:
+            return v
+    raise KeyError(f"heads.variants: no variant named {name!r} (configured: {[v['name'] for v in variants(params)]})")
+
+
+def variant_protocol(v: dict) -> str:
+    return v.get("protocol", "published")
+
+
+def variant_train_params(params: dict, name: str) -> dict:
+    """The ``--params`` of variant ``name``'s training job: the keys the heads train step reads in the variant's
+    protocol, the variant's overrides in place of the section's values. A key a variant overrides is not read from
+    the section, so editing that section key leaves the variant's params (its rerun trigger) unchanged."""
+    from algo_emu.experiments.step_keys import step_params
+
+    v = variant(params, name)
+    merged = dict(params) | {k: v[k] for k in VARIANT_OVERRIDES if k in v}
+    return step_params(merged, "heads", "train", variant_protocol(v))

@@ -65,10 +65,10 @@ def _essay_variant(name: str) -> str:
 
 _HEADS_DATA = ("n_prompts", "n_tokens", "d", "target_hidden")
 _HEADS_TRAIN = _HEADS_DATA + ("hidden", "epochs", "batch_size", "lr", "test_fraction", "eval_every", "eval_batch_size",
-                              "checkpoint_every", "compile", "attention")
+                              "checkpoint_every", "compile", "attention", "lr_schedule")
 _HEADS_SWEEPS = ("protocols", "heads_sweep", "p_heads_sweep", "p_sweep", "heads_p_sweep", "target")
 _T31_TRAIN = ("n_prompts", "n_tokens", "d", "hidden", "heads", "fs", "x_dist", "x_scale", "gd_eta", "epochs",
-              "batch_size", "lr", "test_fraction", "eval_chunk", "checkpoint_every", "compile", "attention")
+              "batch_size", "lr", "test_fraction", "eval_chunk", "checkpoint_every", "compile", "attention", "lr_schedule")
 _STAT_DATA = ("n_context", "n_query", "d", "algorithms", "data_params")
 _AMES_REFERENCE_FIT = ("reference_alpha", "cv_folds", "ridge_log10_alpha_min", "ridge_log10_alpha_max", "ridge_n_alphas",
                        "lasso_n_alphas", "lasso_eps", "lasso_max_iter")
@@ -86,6 +86,9 @@ _ALL = (
     Reads("heads", "aggregate", _HEADS_SWEEPS + ("test_fraction", "eval_batch_size", "n_prompts", "n_tokens", "d",
                                                  "hidden", "epochs", "batch_size", "lr")),
     Reads("heads", "fit", _HEADS_SWEEPS),
+    # the variants' table reads each variant's records; the sweep's p places the paper's value (their training jobs
+    # read the train keys through algo_emu.experiments.heads_settings.variant_train_params)
+    Reads("heads", "variants", ("variants", "p_heads_sweep")),
     # E2: the model and its weight-blind baseline read the same keys (the same budget)
     Reads("theorem31", "train", _T31_TRAIN),
     Reads("theorem31", "blind", _T31_TRAIN),
@@ -94,7 +97,8 @@ _ALL = (
     # E3: the training data set does not depend on H, the model or the budget
     Reads("statistical", "data", ("n_prompts",) + _STAT_DATA),
     Reads("statistical", "train", ("n_prompts",) + _STAT_DATA + ("hidden", "p", "epochs", "batch_size", "lr",
-                                                                "checkpoint_every", "compile", "attention")),
+                                                                "checkpoint_every", "compile", "attention",
+                                                                "lr_schedule")),
     Reads("statistical", "evaluate", _STAT_DATA + ("eval_prompts", "eval_chunk")),
     Reads("statistical", "aggregate", ("modes", "algorithms", "heads_sweep", "eval_prompts", "n_prompts", "n_context",
                                        "n_query", "d", "hidden", "p", "epochs", "batch_size", "lr")),
@@ -104,7 +108,7 @@ _ALL = (
     Reads("ames", "prepare", ("na_values", "test_fraction", "drop_id_columns", "fit_statistics_on", "categories_from")),
     Reads("ames", "fit", _AMES_REFERENCE_FIT, extra={"corrected": _AMES_POOL}),  # variant: the mode
     Reads("ames", "train", ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every",
-                            "compile", "attention")),
+                            "compile", "attention", "lr_schedule")),
     # E5 (no training; its steps also fill the schema's defaults): variant = the table's kind
     Reads("constructions", "table", ("table", "end_tol"),
           extra={"beta": _CONSTRUCTION_HEAD + ("beta_study",), "p": _CONSTRUCTION_HEAD + ("p_study",),
@@ -122,6 +126,12 @@ _ALL = (
     Reads("essay", "figure", (), extra={"icl": _ESSAY_BASE + ("shallow_layers",)}),
 )
 
+#: Keys a rule passes only when they hold another value than this one (their schema default, which is also the
+#: behaviour a step has without them): adding such a key to a step leaves the params of every job that does not use
+#: it as they were, so Snakemake (whose params are a job's rerun trigger) does not rerun finished results for it.
+#: A step that lacks one takes the schema default (:func:`algo_emu.runner.train_config`).
+OMITTED_AT: dict[str, Any] = {"lr_schedule": "constant"}
+
 #: (section, step) -> what it reads.
 READS: dict[tuple[str, str], Reads] = {(r.section, r.step): r for r in _ALL}
 
@@ -136,10 +146,11 @@ def reads(section: str, step: str) -> Reads:
 def step_params(config_section: Mapping[str, Any], section: str, step: str, variant: str | None = None) -> dict:
     """The part of a (validated) config section that ``step`` reads in ``variant``: what its rule passes."""
     keys = reads(section, step).for_variant(variant)
-    missing = [k for k in keys if k not in config_section]
+    missing = [k for k in keys if k not in config_section and k not in OMITTED_AT]
     if missing:
         raise KeyError(f"{section}: no value for {', '.join(missing)} (read by the {step} step)")
-    return {k: config_section[k] for k in keys}
+    return {k: config_section[k] for k in keys if k in config_section
+            and not (k in OMITTED_AT and config_section[k] == OMITTED_AT[k])}
 
 
 class StepParams(dict):
@@ -186,7 +197,7 @@ def parse_params(text: str, section: str, step: str) -> StepParams:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"must be a JSON object (a config section), got {value!r}")
     r = reads(section, step)
-    missing = [k for k in r.keys if k not in value]
+    missing = [k for k in r.keys if k not in value and k not in OMITTED_AT]
     if missing:
         raise argparse.ArgumentTypeError(
             f"{section} {step} reads {', '.join(f'{section}.{k}' for k in missing)}, missing from --params "
