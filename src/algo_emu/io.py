@@ -211,3 +211,15 @@ def sidecar(path: str | os.PathLike) -> Path:
     """``<path>.json``: the JSON sidecar of a data or model file."""
     path = Path(path)
     return path.with_name(path.name + ".json")
+
+
+def checked_sidecar(path: str | os.PathLike) -> dict:
+    """The sidecar of a data file whose sha256 matches it; otherwise ValueError naming the file (and how
+    to remake it)."""
+    path = Path(path)
+    meta = read_json(sidecar(path))
+    digest = sha256_file(path)
+    if digest != meta.get("sha256"):
+        raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
+                         "delete it and rerun the data rule")
+    return meta

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from algo_emu.io import read_json, save_torch, sha256_file, write_json
+from algo_emu.io import checked_sidecar, save_torch, sha256_file, write_json
 from algo_emu.io import sidecar  # noqa: F401  (one definition, in io; re-exported)
 from algo_emu.rng import split_indices, torch_stream
 
@@ -117,11 +117,7 @@ def write_dataset(path: str | Path, seed: int, params: dict, protocol: str = "in
 def load_dataset(path: str | Path, params: dict | None = None) -> dict[str, torch.Tensor]:
     """Load a data set, verifying its checksum and (optionally) its generation parameters."""
     path = Path(path)
-    meta = read_json(sidecar(path))
-    digest = sha256_file(path)
-    if digest != meta.get("sha256"):
-        raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
-                         "delete it and rerun the data rule")
+    meta = checked_sidecar(path)
     if params is not None:
         for key, value in meta["params"].items():
             if params.get(key) != value:

@@ -59,7 +59,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from algo_emu.io import dumps_json, read_json, save_torch, sha256_file, sidecar, write_json
+from algo_emu.io import checked_sidecar, dumps_json, save_torch, sha256_file, sidecar, write_json
 from algo_emu.rng import torch_stream
 
 __all__ = [
@@ -510,11 +510,7 @@ def load_dataset(path: str | Path, expect: Mapping[str, Any]) -> tuple[dict[str,
     (e.g. mode, seed, the generation ``params``) the sidecar's, compared as JSON; otherwise
     ValueError naming the difference."""
     path = Path(path)
-    meta = read_json(sidecar(path))
-    digest = sha256_file(path)
-    if digest != meta.get("sha256"):
-        raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
-                         "delete it and rerun the data rule")
+    meta = checked_sidecar(path)
     if meta.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}; rerun the data rule")
     for key, value in expect.items():
