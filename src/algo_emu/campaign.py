@@ -579,7 +579,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
                 state["settings"].get(s.name, {}).get("replay", {}).get("commit") != state["commit"]:
             print(f"{_now()} campaign: {s.name} was made by another commit: replaying its first epoch", flush=True)
             if replay(set_dir, s.name, root=root)["match"]:
-                build_page(set_dir, root)
+                _page_in_fresh_process(set_dir, root)
                 state = load_state(set_dir)
                 continue
             state = load_state(set_dir)
@@ -589,7 +589,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
         # made at the pinned commit now: an earlier replay of older records no longer describes it
         state["settings"][s.name] = {k: v for k, v in state["settings"].get(s.name, {}).items() if k != "replay"} | entry
         save_state(set_dir, state)
-        build_page(set_dir, root)
+        _page_in_fresh_process(set_dir, root)
         finished.append(s.name)
         print(f"{_now()} campaign: {s.name} done in {entry['wall_seconds'] / 60:.1f} min", flush=True)
     return finished
@@ -669,6 +669,19 @@ def predicted_from_benchmark(s: Setting, bench: Path = BENCHMARK) -> float | Non
     rows = read_json(bench).get("settings", {})
     row = rows.get(s.name)
     return None if row is None else float(row["predicted_seconds"])
+
+
+def _page_in_fresh_process(set_dir: Path, root: Path) -> None:
+    """``campaign page`` in a new process, so that the page is built by the checkout's code as it is now
+    (the commit the page names), not by the code a long ``campaign run`` loaded when it started. A failed
+    rebuild does not stop the campaign (the records are in the set; ``campaign page`` rebuilds it) but is
+    reported."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(root) / "src"), os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-m", "algo_emu", "campaign", "page", "--dir", str(set_dir)], cwd=root,
+                         env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        print(f"{_now()} campaign: rebuilding the page of {set_dir} FAILED (exit {res.returncode}); run "
+              f"`python -m algo_emu campaign page --dir {set_dir}`:\n{res.stderr[-3000:]}", flush=True)
 
 
 def build_page(set_dir: Path, root: Path = REPO_ROOT) -> None:

@@ -108,7 +108,8 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                for s, st, e, _ in rows if e.get("replay")]
     moves = [f"- {m['when']}: {'started at' if not m['from'] else 'moved from ' + m['from'][:12] + ' to'} "
              f"{m['to'][:12]}: {m['reason']}" for m in state["moves"]]
-    page_commit = git_state(root).get("commit") or "?"
+    git = git_state(root)
+    page_commit = (git.get("commit") or "?")[:12] + (" with uncommitted changes" if git.get("dirty") else "")
     pre = [
         "## The campaign", "",
         f"- pinned commit: `{state['commit']}` ({state.get('code_version')}); config `{state['config']}` "
@@ -118,7 +119,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         + (f" plus {len(unknown)} not yet benchmarked" if unknown else ""),
         f"- records are made by the pinned commit through its own workflow (`make campaign`: Snakemake targeted "
         f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
-        f"commit `{page_commit[:12]}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
+        f"commit `{page_commit}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
         "- not in the campaign yet: the essay's claims (E6). Its verdicts count only from a trained model within "
         "10 % of the Bayes-optimal ridge at the longest context, and no configuration that reaches it has been "
         "measured on this machine; E5 needs no training (its constructions are exact at every scale)",
