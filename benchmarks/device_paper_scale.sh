@@ -122,11 +122,13 @@ AMES_REFERENCE_FIT_KEYS = ("reference_alpha", "cv_folds", "ridge_log10_alpha_min
 AMES_POOL_KEYS = ("pool_bootstraps", "pool_heldout_bootstraps", "pool_log10_alpha_min", "pool_log10_alpha_max", "pool_n_alphas",
                   "pool_coef_scale_min", "pool_coef_scale_max", "pool_perturb_scale", "pool_perturb_rank", "pool_pairs_per_row",
                   "pool_eval_pairs_per_row")
-AMES_TRAIN_KEYS = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every", "compile", "attention")
+AMES_TRAIN_KEYS = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every", "compile", "attention",
+                   "lr_schedule")
 
 
 def sub(keys):
-    return {k: AMES[k] for k in keys if k in AMES}
+    # as the rules slice them (algo_emu.experiments.step_keys): a key at its omitted value is left out
+    return {k: AMES[k] for k in keys if k in AMES and not (k == "lr_schedule" and AMES[k] == "constant")}
 
 
 def js(obj):
