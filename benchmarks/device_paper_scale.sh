@@ -100,6 +100,7 @@ def say(msg):
 
 from algo_emu.config import load_config  # noqa: E402
 from algo_emu.runtime import config_hash  # noqa: E402
+from algo_emu.experiments.step_keys import OMITTED_AT  # noqa: E402
 from algo_emu.experiments.heads_settings import p_sweep_protocol, settings as heads_settings, setting_name  # noqa: E402
 
 cfg = load_config(CONFIG, gpu_check=False)
@@ -127,8 +128,8 @@ AMES_TRAIN_KEYS = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "l
 
 
 def sub(keys):
-    # as the rules slice them (algo_emu.experiments.step_keys): a key at its omitted value is left out
-    return {k: AMES[k] for k in keys if k in AMES and not (k == "lr_schedule" and AMES[k] == "constant")}
+    # as the rules slice them: a key at its omitted value (algo_emu.experiments.step_keys.OMITTED_AT) is left out
+    return {k: AMES[k] for k in keys if k in AMES and not (k in OMITTED_AT and AMES[k] == OMITTED_AT[k])}
 
 
 def js(obj):

@@ -26,6 +26,7 @@ import torch
 from algo_emu.config import schema_defaults
 from algo_emu.io import seed_metrics_path, write_json
 from algo_emu.runtime import config_hash, environment, resolve_device
+from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.train import TrainConfig, TrainResult, timing_record, train_ensemble
 
 #: Keys of a config section that make a :class:`TrainConfig`.
@@ -36,7 +37,7 @@ def schedule_params(cfg: TrainConfig) -> dict:
     """``{"lr_schedule": ...}`` when ``cfg`` schedules its learning rate, else ``{}``: what a run's fingerprint and
     record parameters gain from the schedule. Empty for ``constant`` (the default), so the fingerprints, hashes and
     records of constant-rate runs are the ones they were before the key existed."""
-    return {} if cfg.lr_schedule == "constant" else {"lr_schedule": cfg.lr_schedule}
+    return {} if cfg.lr_schedule == OMITTED_AT["lr_schedule"] else {"lr_schedule": cfg.lr_schedule}
 
 
 def train_config(section: str, params: Mapping[str, Any], stream: str | None = None) -> TrainConfig:
