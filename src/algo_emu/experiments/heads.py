@@ -207,7 +207,16 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
 # --------------------------------------------------------------------------- tables, fit, figures
 
 
-#: What a heads record holds, as rows: one per (protocol, setting, seed, target).
+def _not_a_variant(record: dict, path: str) -> None:
+    """A variant's record (``heads.variants``, ours) is refused: the heads tables and fits hold the protocols'
+    sweeps only."""
+    if "variant" in record or record.get("paper_comparable") is False:
+        raise ValueError(f"{path}: a record of the variant {record.get('variant')!r} (heads.variants, ours; "
+                         "paper_comparable: false), not of a sweep setting; the heads tables never take variants "
+                         "(their table is heads_variants.csv)")
+
+
+#: What a heads record holds, as rows: one per (protocol, setting, seed, target); variants' records refused.
 RUNS = RunSpec(
     experiment="heads", rows="mse_by_target",
     columns={
@@ -221,18 +230,13 @@ RUNS = RunSpec(
     },
     setting=("protocol", "heads", "p", "target"),
     metrics=("mse", "mse_batchmean", "target_var", "mse_K", "mse_Q", "mse_V"),
+    check=_not_a_variant,
 )
 
 
 def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (protocol, setting, seed, target) from metrics.json files (:data:`RUNS`). A variant's record
-    (``heads.variants``, ours) is refused: the heads tables and fits hold the protocols' sweeps only."""
-    for path in paths:
-        rec = read_json(path)
-        if "variant" in rec or rec.get("paper_comparable") is False:
-            raise ValueError(f"{path}: a record of the variant {rec.get('variant')!r} (heads.variants, ours; "
-                             "paper_comparable: false), not of a sweep setting; the heads tables never take variants "
-                             "(their table is heads_variants.csv)")
+    """One row per (protocol, setting, seed, target) from metrics.json files (:data:`RUNS`; a variant's record is
+    refused)."""
     return records.load_runs(paths, RUNS)
 
 
