@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from algo_emu import paper_values
+from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.experiments.heads_settings import VARIANT_OVERRIDES, setting_name, variant_protocol, variants
 from algo_emu.io import read_json, write_csv
 from algo_emu.tables import write_table
@@ -52,7 +53,7 @@ def _label(rec: dict, name: str, source: str) -> dict:
     prm = rec["params"]
     return {"variant": name, "source": source, "paper_comparable": bool(rec.get("paper_comparable", rec["protocol"] == "published")),
             "protocol": rec["protocol"], "heads": rec["setting"]["heads"], "p": rec["setting"]["p"],
-            "epochs": prm["epochs"], "lr": prm["lr"], "lr_schedule": prm.get("lr_schedule", "constant"),
+            "epochs": prm["epochs"], "lr": prm["lr"], "lr_schedule": prm.get("lr_schedule", OMITTED_AT["lr_schedule"]),
             "seed": rec["seed"]}
 
 
