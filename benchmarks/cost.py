@@ -41,52 +41,59 @@ def _interp(points: list[tuple[float, float]], x: float) -> float:
 
 
 def predict_hours(bench: dict, cfg: dict) -> dict:
-    """``{"experiments": {name: {"jobs", "hours"}}, "jobs", "hours", "note"}`` for ``cfg``'s DAG."""
+    """``{"experiments": {name: {"jobs", "hours", "steps"}}, "jobs", "hours", "steps", "settings", "note"}`` for
+    ``cfg``'s DAG; ``steps``: the optimiser steps of those jobs (what a per-step estimate on other hardware prices)."""
     sys.path.insert(0, str(REPO / "src"))
     from algo_emu.experiments.heads_settings import settings
 
     exps: dict[str, dict] = {}
     per_setting: dict[str, dict] = {}
 
-    def add(name: str, seconds: float, setting: str | None = None) -> None:
-        e = exps.setdefault(name, {"jobs": 0, "hours": 0.0})
+    def add(name: str, seconds: float, setting: str | None = None, steps: int = 0) -> None:
+        e = exps.setdefault(name, {"jobs": 0, "hours": 0.0, "steps": 0})
         e["jobs"] += 1
         e["hours"] += seconds / 3600
+        e["steps"] += steps
         if setting:  # the campaign's setting names (algo_emu.campaign.settings)
-            s = per_setting.setdefault(setting, {"predicted_seconds": 0.0, "jobs": 0})
+            s = per_setting.setdefault(setting, {"predicted_seconds": 0.0, "jobs": 0, "steps": 0})
             s["predicted_seconds"] += seconds
             s["jobs"] += 1
+            s["steps"] += steps
 
     # E1: one job per (protocol, H, p)
     hp = dict(cfg["heads"])
     e1 = {(r["shape"]["heads"], r["shape"]["p"]): r["measured"]["job_seconds"] for r in _rows(bench, "heads")}
+    steps1 = {(r["shape"]["heads"], r["shape"]["p"]): r["measured"]["steps_per_job"] for r in _rows(bench, "heads")}
     for protocol, H, p in settings(hp):
         sec = e1[(H, p)] if (H, p) in e1 else _interp([(pp, s) for (hh, pp), s in e1.items() if hh == H], p)
-        add("E1 heads", sec, f"heads/{protocol}/H{H}_p{p}")
+        add("E1 heads", sec, f"heads/{protocol}/H{H}_p{p}", next(iter(steps1.values())))
     # E2: model + weight-blind baseline per p
     e2 = {r["shape"]["p"]: r["measured"]["job_seconds"] for r in _rows(bench, "theorem31")}
+    steps2 = {r["shape"]["p"]: r["measured"]["steps_per_job"] for r in _rows(bench, "theorem31")}
     b2 = _rows(bench, "theorem31", "blind")
     blind_ratio2 = (b2[0]["measured"]["job_seconds"] / e2[b2[0]["shape"]["p"]]) if b2 else 1.0
     for p in cfg["theorem31"]["p_sweep"]:
-        add("E2 theorem31", e2[p], f"theorem31/p{p}")
-        add("E2 theorem31", e2[p] * blind_ratio2, f"theorem31/p{p}")
+        add("E2 theorem31", e2[p], f"theorem31/p{p}", steps2[p])
+        add("E2 theorem31", e2[p] * blind_ratio2, f"theorem31/p{p}", steps2[p])
     # E3: model + weight-blind baseline per (mode, H)
     e3 = {(r["shape"]["setting"]["mode"], r["shape"]["heads"]): r["measured"]["job_seconds"] for r in _rows(bench, "statistical")}
+    steps3 = {(r["shape"]["setting"]["mode"], r["shape"]["heads"]): r["measured"]["steps_per_job"] for r in _rows(bench, "statistical")}
     ratio3 = {r["shape"]["setting"]["mode"]: r["measured"]["job_seconds"] / e3[(r["shape"]["setting"]["mode"], r["shape"]["heads"])]
               for r in _rows(bench, "statistical", "blind")}
     for mode in cfg["statistical"]["modes"]:
         for H in cfg["statistical"]["heads_sweep"]:
-            add("E3 statistical", e3[(mode, H)], f"statistical/{mode}_H{H}")
-            add("E3 statistical", e3[(mode, H)] * ratio3.get(mode, 1.0), f"statistical/{mode}_H{H}")
+            add("E3 statistical", e3[(mode, H)], f"statistical/{mode}_H{H}", steps3[(mode, H)])
+            add("E3 statistical", e3[(mode, H)] * ratio3.get(mode, 1.0), f"statistical/{mode}_H{H}", steps3[(mode, H)])
     # E4: model and baseline per mode (each row is its own job)
     for r in _rows(bench, "ames") + _rows(bench, "ames", "blind"):
-        add("E4 ames", r["measured"]["job_seconds"], f"ames/{r['shape']['setting']['mode']}")
+        add("E4 ames", r["measured"]["job_seconds"], f"ames/{r['shape']['setting']['mode']}", r["measured"]["steps_per_job"])
     # E6: each depth's variants, per seed
     for r in _rows(bench, "essay"):
         for _ in range(r["shape"]["seeds"]):
-            add("E6 essay", r["measured"]["job_seconds"])
+            add("E6 essay", r["measured"]["job_seconds"], steps=r["measured"]["steps_per_job"])
     total = sum(e["hours"] for e in exps.values())
     return {"experiments": exps, "jobs": sum(e["jobs"] for e in exps.values()), "hours": total,
+            "steps": sum(e["steps"] for e in exps.values()),
             "settings": per_setting,
             "note": "Training jobs only, one at a time on the benchmark's machine (benchmarks/cost.py says what is "
                     "interpolated and what is not counted); under load the hours scale with the load."}

@@ -15,7 +15,7 @@ import paper_scale as ps  # noqa: E402
 def test_prediction_prices_every_campaign_setting():
     cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
     rows = ps.build_rows(cfg)
-    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0}} for r in rows}}
+    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0, "steps_per_job": 100}} for r in rows}}
     out = cost.predict_hours(bench, cfg)
     assert set(out["settings"]) == {s.name for s in cp.settings(cfg)}
     keys = set(bench["rows"])
@@ -27,6 +27,9 @@ def test_prediction_prices_every_campaign_setting():
         for H in cfg["statistical"]["heads_sweep"]:
             assert f"E3 {mode} H={H}" in keys
     assert out["hours"] > 0 and all(e["jobs"] for e in out["experiments"].values())
+    # every priced job carries its steps (a per-step estimate on other hardware prices them): 100 each here
+    assert out["steps"] == 100 * out["jobs"] == sum(e["steps"] for e in out["experiments"].values())
+    assert abs(out["hours"] - out["jobs"] * 60.0 / 3600) < 1e-9
 
 
 def test_flop_model_kept_queries():
