@@ -134,3 +134,50 @@ def test_the_listed_drifts_are_generated_now():
     e = pd.read_csv(REPO_ROOT / dn.REF / "tables" / "essay_equivalences.csv")
     v = e[(e.check == "ridge_lsa_vs_posterior_mean") & (e.value.astype(float) == 1000)].result_max.iloc[0]
     assert f"1000: {dn._g(v)}" in eq
+
+
+def _fake_bench_root(tmp_path: Path, seconds: float, code_version: str) -> Path:
+    """A root holding config/, a benchmark JSON whose every job takes ``seconds``, and the campaign's state."""
+    import json
+    import shutil
+    import sys
+    from dataclasses import asdict
+
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    import cost
+    import paper_scale as ps
+    from algo_emu.config import load_config
+
+    shutil.copytree(REPO_ROOT / "config", tmp_path / "config")
+    cfg = load_config(tmp_path / "config/config.yaml", gpu_check=False)
+    rows = ps.build_rows(cfg)
+    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": seconds, "steps_per_job": 1000,
+                                                               "speedup_vs_loop": 12.0, "ratio_to_floor": 3.5}}
+                      for r in rows},
+             "environment": {"code_version": code_version, "git_commit": "0" * 40, "threads": 2, "hardware": {}}}
+    pred = cost.predict_hours(bench, cfg)
+    bench["settings"] = pred.pop("settings")
+    bench["prediction"] = pred
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / dn.PAPER_BENCH).write_text(json.dumps(bench))
+    state = {"settings": {"heads/published/H4_p60": {"status": "done", "wall_seconds": 1.1 * seconds,
+                                                     "commit": "1" * 40, "code_version": "algo_emu 0.1.0 src aaaa"},
+                          "heads/published/H8_p60": {"status": "done", "wall_seconds": 2.0 * seconds,
+                                                     "commit": "1" * 40, "code_version": "algo_emu 0.1.0 src aaaa"}}}
+    (tmp_path / "results/reference/paper-scale").mkdir(parents=True)
+    (tmp_path / "results/reference/paper-scale/campaign.json").write_text(json.dumps(state))
+    return tmp_path
+
+
+def test_paper_scale_cost_block_reads_target_and_real_settings(tmp_path):
+    """The 48 h reading flips with the benchmark's hours; a real setting checks the prediction only when its
+    training code is the benchmark's, and then reads within / outside 25 % from its own wall time."""
+    fast = dn.block_paper_scale_cost(_fake_bench_root(tmp_path / "a", 60.0, "algo_emu 0.1.0 src aaaa"))
+    assert "within the 48 h" in fast
+    assert "| `heads/published/H4_p60` |" in fast and "| 1.1 | " in fast and "within 25%" in fast
+    assert "| 2 | " in fast and "outside 25%" in fast
+    slow = dn.block_paper_scale_cost(_fake_bench_root(tmp_path / "b", 36000.0, "algo_emu 0.1.0 src bbbb"))
+    assert "over the 48 h" in slow
+    assert slow.count("other code: not a check") == 2 and "within 25%" not in slow
+    # the GPU line prices the same steps and says it is an estimate
+    assert "an estimate, not a measurement" in slow

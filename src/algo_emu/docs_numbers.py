@@ -241,6 +241,15 @@ def block_scales(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The whole paper scale's target on the 2-core machine, hours (the performance goal the cost table is read against).
+TARGET_HOURS = 48.0
+#: A GPU step's time, seconds: a guess (launch- and Python-bound at these tiny shapes), not a measurement
+#: (docs/gpu.md says why); the table prices the benchmark's step count with it and says so.
+GPU_STEP_GUESS_S = (1e-3, 2e-3)
+#: Within this fraction a real setting's wall time confirms its prediction.
+PREDICTION_TOLERANCE = 0.25
+
+
 def block_paper_scale_cost(root: Path) -> str:
     path = root / PAPER_BENCH
     if not path.is_file():
@@ -250,18 +259,74 @@ def block_paper_scale_cost(root: Path) -> str:
                 "above; no estimate of E2-E4 at the paper's scale is given here.\n")
     from algo_emu import campaign as cp
 
-    rows = read_json(path).get("settings", {})
+    b = read_json(path)
+    rows = b.get("settings", {})
+    pred = b["prediction"]
+    env = b.get("environment", {})
+    hw = env.get("hardware", {})
     per: dict[str, list[float]] = {}
+    jobs: dict[str, int] = {}
     for s in cp.settings(_config(root, "config/config.yaml")):
         if s.name in rows:
             per.setdefault(s.experiment, []).append(float(rows[s.name]["predicted_seconds"]))
+            jobs[s.experiment] = jobs.get(s.experiment, 0) + int(rows[s.name]["jobs"])
     names = {"heads": "E1", "theorem31": "E2", "statistical": "E3", "ames": "E4"}
-    lines = [f"Predicted from `{PAPER_BENCH}` (a benchmark, not a full run):", "",
-             "| experiment | settings | predicted per setting | predicted in all |", "|---|---:|---|---|"]
+    total = 3600 * float(pred["hours"])
+    lines = [f"Predicted from `{PAPER_BENCH}` ([table](benchmarks/paper_scale.md)): each experiment's training step "
+             f"timed at the paper's shapes on {hw.get('cpu_model', '?')} ({hw.get('cpu_count', '?')} cores, "
+             f"{hw.get('memory_gib', '?')} GiB; {env.get('threads', '?')} torch threads; commit "
+             f"{str(env.get('git_commit'))[:10]}), priced per training job by `benchmarks/cost.py` (steps x seconds "
+             "per step + data + evaluation + compile warm-up). A prediction, not a full run; one job at a time.", "",
+             "| experiment | settings | training jobs | predicted per setting | predicted in all |",
+             "|---|---:|---:|---|---|"]
     for exp in ("heads", "theorem31", "statistical", "ames"):
         v = per.get(exp, [])
         if v:
-            lines.append(f"| {names[exp]} | {len(v)} | {_hours(min(v))}-{_hours(max(v))} | {_hours(sum(v))} |")
+            lines.append(f"| {names[exp]} | {len(v)} | {jobs[exp]} | {_hours(min(v))}-{_hours(max(v))} | "
+                         f"{_hours(sum(v))} |")
+    essay = pred["experiments"].get("E6 essay")
+    if essay:
+        lines.append(f"| E6 (essay) | - | {essay['jobs']} | - | {_hours(3600 * essay['hours'])} |")
+    lines.append(f"| **all** | | {pred['jobs']} | | **{_hours(total)}** |")
+    meas = b["rows"]
+    loop = min(meas.items(), key=lambda kv: kv[1]["measured"]["speedup_vs_loop"]
+               if kv[1]["shape"]["experiment"] != "essay" else float("inf"))
+    floors = [f"{k} {_g(meas[k]['measured']['ratio_to_floor'], 2)}x" for k in meas
+              if k.startswith(("E1 H=12 ", "E3 fitted H=12"))]
+    lines += ["", f"The whole paper scale on these 2 cores: **{_hours(total)}**, "
+              + ("within" if total <= 3600 * TARGET_HOURS else "over")
+              + f" the {TARGET_HOURS:.0f} h it should take. Against a one-member-at-a-time loop timed in the same run "
+              f"every ensemble row is at least {_g(loop[1]['measured']['speedup_vs_loop'], 2)}x faster (least: "
+              f"{loop[0]}); against the arithmetic floor (useful matmul FLOPs at the run's matmul rate): "
+              + ", ".join(floors) + "."]
+    state_path = root / "results/reference/paper-scale/campaign.json"
+    checks = []
+    if state_path.is_file():
+        for name, e in read_json(state_path)["settings"].items():
+            if e.get("status") != "done" or not e.get("wall_seconds") or name not in rows:
+                continue
+            p = float(rows[name]["predicted_seconds"])
+            w = float(e["wall_seconds"])
+            same = e.get("code_version") == env.get("code_version")
+            verdict = (("within" if abs(w / p - 1) <= PREDICTION_TOLERANCE else "outside")
+                       + f" {PREDICTION_TOLERANCE:.0%}") if same else "other code: not a check"
+            checks.append(f"| `{name}` | {_hours(p)} | {_hours(w)} | {_g(w / p, 2)} | "
+                          f"{str(e.get('commit'))[:10]} ({str(e.get('code_version', '?')).rsplit(' ', 1)[-1]}) | {verdict} |")
+    lines += ["", "Real paper-scale settings against their prediction (a setting checks the prediction only when its "
+              f"training code, the source digest, is the benchmark's: {str(env.get('code_version', '?')).rsplit(' ', 1)[-1]}):", ""]
+    if checks:
+        lines += ["| setting | predicted | measured | measured / predicted | made at (source digest) | check |",
+                  "|---|---|---|---:|---|---|", *checks]
+    else:
+        lines.append("No setting of the campaign is done yet.")
+    steps = int(pred.get("steps", 0))
+    if steps:
+        lo, hi = (steps * g / 3600 for g in GPU_STEP_GUESS_S)
+        lines += ["", f"**On a GPU (an estimate, not a measurement):** the same jobs take {steps:,} optimiser steps; "
+                  f"at a guessed {GPU_STEP_GUESS_S[0] * 1e3:g}-{GPU_STEP_GUESS_S[1] * 1e3:g} ms per step (these shapes "
+                  f"are too small to load a large GPU, so launches and Python bound a step) that is {lo:.1f}-{hi:.1f} h "
+                  "one job at a time, less where jobs share the GPU ([docs/gpu.md](docs/gpu.md)). No run of the "
+                  "pipeline on a GPU has been made."]
     return "\n".join(lines) + "\n"
 
 
