@@ -129,6 +129,17 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def git_dirty() -> bool | None:
+    """Whether tracked files of the checkout differ from :func:`git_commit` (untracked files ignored), or None
+    when git cannot tell: a record made from uncommitted changes says so."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def _cpu_model() -> str | None:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS), or None."""
     try:
@@ -182,8 +193,9 @@ def hardware(device: torch.device | str | None = None) -> dict[str, Any]:
 
 
 def environment(device: torch.device) -> dict[str, Any]:
-    """What produced a number: device, versions, threads, commit, package source digest, and the
-    hardware (:func:`hardware`: CPU model, cores, memory; GPU name and memory on CUDA)."""
+    """What produced a number: device, versions, threads, commit and whether tracked files differed from it,
+    package source digest, and the hardware (:func:`hardware`: CPU model, cores, memory; GPU name and memory
+    on CUDA)."""
     import torch
 
     info: dict[str, Any] = {
@@ -195,6 +207,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "hostname": platform.node(),
         "git_commit": git_commit(),
+        "git_dirty": git_dirty(),
         "code_version": code_version(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "hardware": hardware(device),
