@@ -6,6 +6,7 @@ resumable after an interruption and on a fresh machine with the same command.
     python -m algo_emu campaign replay --setting heads/published/H4_p60   # adopt records made elsewhere
     python -m algo_emu campaign save                      # copy an unfinished setting's resume state in
     python -m algo_emu campaign pin --commit <sha> --reason "..."         # moving to new code: explicit
+    python -m algo_emu campaign variants --from <checkout>                # E1's variants (ours) into <dir>/variants/
 
 How it works. The campaign's state lives in the committed set, ``<dir>/campaign.json`` (default
 ``results/reference/paper-scale``): the pinned commit, the config file, and per setting its status,
@@ -725,6 +726,15 @@ def _page(set_dir: str) -> None:
     build_page(Path(set_dir))
 
 
+def _variants(set_dir: str, checkout: str, config: str) -> None:
+    from algo_emu.campaign_variants import SUBDIR, import_variants
+
+    imported = import_variants(set_dir, checkout, config)
+    print(f"{Path(set_dir) / SUBDIR}: {len(imported['variants'])} variant(s) made by {imported['from_commit'][:12]} "
+          f"({imported['code_version']}) imported from {checkout}; rebuilding the page", flush=True)
+    build_page(Path(set_dir))
+
+
 DIR = arg("--dir", "set_dir", default=DEFAULT_DIR, help="the committed set (holds campaign.json)")
 STEPS = [
     Step("run", "run the settings still to do, in priority order, at the pinned commit", _run,
@@ -739,5 +749,9 @@ STEPS = [
           arg("--mixed-ok", action="store_true", help="move although some experiments would mix two commits")]),
     Step("status", "every setting with its status, in priority order", _status, [DIR]),
     Step("page", "rebuild the set's tables, figures, README and manifest", _page, [DIR]),
+    Step("variants", "import a finished `snakemake heads_variants` run of a clean checkout into <dir>/variants/ "
+         "(checked: every variant and seed, one commit, no uncommitted changes), then rebuild the page", _variants,
+         [DIR, arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
+          arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout")]),
 ]
 add_parser = cli.steps_parser(STEPS)

@@ -3,7 +3,8 @@ predicted hours), then the replication report built from what is done.
 
 Only settings made at the pinned commit ("done") or shown identical to it by a replay ("adopted")
 enter the tables; every other record in the set (another commit, a missing seed) is named and left
-out, never averaged in.
+out, never averaged in. E1's variants (ours, not paper-comparable) have a short section here and their own page
+and manifest under ``variants/`` (:mod:`algo_emu.campaign_variants`); "not run yet" while the set has none.
 """
 
 from __future__ import annotations
@@ -142,6 +143,13 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     if len(e1_commits) > 1:
         pre += [f"**MIXED: the E1 tables below combine settings made at {len(e1_commits)} commits "
                 f"({', '.join(e1_commits)}); each setting's commit is in the table above.**", ""]
+    from algo_emu import campaign_variants
+
+    # E1's variants (ours, with their own page and manifest under variants/): beside the campaign's records of the
+    # same settings, those made or adopted at its pinned commit only
+    done_e1 = {s.name: [set_dir / s.set_path(r) for r in s.records] for s, st, _, _ in rows
+               if s.experiment == "heads" and st in ("done", "adopted")}
+    pre += campaign_variants.build(set_dir, done_e1, page_commit)
     pre += ["## E1 from the settings done", ""]
     if pre_records:
         heads.reference_report(
