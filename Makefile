@@ -9,6 +9,8 @@ BIN    := $(VENV)/bin
 CORES  ?= all
 CONFIG ?= config/config.yaml
 TARGET ?= all
+# make bench on another machine: BENCH_OUT=benchmarks/paper_scale_<machine> (each CPU its own benchmark)
+BENCH_OUT ?= benchmarks/paper_scale
 PYTEST_ARGS ?=
 
 .PHONY: run quick test test-slow e2e-slurm bench campaign lock clean-venv
@@ -42,7 +44,7 @@ e2e-slurm: $(BIN)/.installed
 	.ci/slurm/failure_e2e.sh
 
 bench: $(BIN)/.installed
-	$(BIN)/python benchmarks/paper_scale.py --out benchmarks/paper_scale.json --md benchmarks/paper_scale.md --steps 8 --loop-steps 2 --reps 3 $(BENCH_ARGS)
+	$(BIN)/python benchmarks/paper_scale.py --out $(BENCH_OUT).json --md $(BENCH_OUT).md --steps 8 --loop-steps 2 --reps 3 $(BENCH_ARGS)
 
 # The paper-scale campaign (src/algo_emu/campaign.py): every paper-scale setting still to do, in priority
 # order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per job, resumable

@@ -137,8 +137,11 @@ def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
     names = [s.name for s in cp.settings(load_config(REPO_ROOT / "config/config.yaml"))]
     assert names[0] == "heads/published/H12_p60"
     assert names[:6] == [f"heads/published/H{h}_p60" for h in (12, 8, 6, 4, 2, 1)]
-    assert names[6:8] == ["statistical/fitted_H6", "statistical/reference_code_H6"]
-    assert names.index("ames/corrected") < names.index("theorem31/p60") < names.index("heads/published/H1_p20")
+    # then the cheapest experiment first (the benchmark): E4's two modes, reference_code first, then E3 at H = 6
+    assert names[6:10] == ["ames/reference_code", "ames/corrected", "statistical/fitted_H6",
+                           "statistical/reference_code_H6"]
+    assert names.index("statistical/reference_code_H6") < names.index("theorem31/p60") < \
+        names.index("heads/published/H1_p20")
     assert names.index("heads/published/H1_p110") < names.index("heads/independent/H1_p60") < \
         names.index("statistical/fitted_H1")
     assert len(names) == len(set(names)) == 6 + 10 - 1 + 6 + 12 + 2 + 5

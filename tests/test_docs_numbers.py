@@ -181,3 +181,49 @@ def test_paper_scale_cost_block_reads_target_and_real_settings(tmp_path):
     assert slow.count("other code: not a check") == 2 and "within 25%" not in slow
     # the GPU line prices the same steps and says it is an estimate
     assert "an estimate, not a measurement" in slow
+
+
+def test_paper_scale_cost_check_needs_a_benchmark_on_the_settings_cpu_and_times_a_resumed_call_only(tmp_path):
+    """A setting made on another CPU is not checked against the reference machine's benchmark; with a benchmark
+    of the same code on its CPU (benchmarks/paper_scale_<machine>.json) it is, and a setting resumed there is
+    checked on the epochs of its last call against that share of the prediction."""
+    import json
+
+    from algo_emu import campaign as cp
+    from algo_emu.config import load_config
+
+    code = "algo_emu 0.1.0 src aaaa"
+    root = _fake_bench_root(tmp_path, 1000.0, code)
+    state_path = root / "results/reference/paper-scale/campaign.json"
+    state = json.loads(state_path.read_text())
+    amd = {"cpu_model": "AMD EPYC", "cpu_count": 2, "memory_gib": 23.5}
+    state["settings"] = {"heads/published/H1_p20": {"status": "done", "wall_seconds": 9999.0, "commit": "1" * 40,
+                                                    "code_version": code, "hardware": amd}}
+    state_path.write_text(json.dumps(state))
+    s = {x.name: x for x in cp.settings(load_config(root / "config/config.yaml", gpu_check=False))}["heads/published/H1_p20"]
+    # 50 epochs, the last call resumed at epoch 10: 40 epochs of 30 s on the AMD machine (the first 10 elsewhere)
+    for r in s.records:
+        p = root / "results/reference/paper-scale" / s.set_path(r)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"environment": {"code_version": code, "hardware": amd},
+                                 "timing": {"epoch_seconds": [99.0] * 10 + [30.0] * 40, "resumed_from_epoch": 10}}))
+    only_ref = dn.block_paper_scale_cost(root)
+    row = next(ln for ln in only_ref.splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert "no benchmark on its CPU (AMD EPYC): not a check" in row and "| 11-50 |" in row
+    # the same benchmark on that CPU: 1000 s per job -> 800 s for 40 of 50 epochs; measured 40 x 30 = 1200 s
+    bench = json.loads((root / dn.PAPER_BENCH).read_text())
+    bench["environment"]["hardware"] = amd
+    bench["machine_gflops"] = 100.0
+    (root / "benchmarks/paper_scale_amd.json").write_text(json.dumps(bench))
+    both = dn.block_paper_scale_cost(root)
+    row = next(ln for ln in both.splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert "| 0.2 h | 0.3 h | 1.5 |" in row and "outside 25% (`paper_scale_amd.json`)" in row
+    assert "`benchmarks/paper_scale_amd.json`" in both and "AMD EPYC (2 cores" in both
+    # faster epochs on that CPU: within 25 %
+    for r in s.records:
+        p = root / "results/reference/paper-scale" / s.set_path(r)
+        rec = json.loads(p.read_text())
+        rec["timing"]["epoch_seconds"] = [99.0] * 10 + [21.0] * 40
+        p.write_text(json.dumps(rec))
+    row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert "| 1.1 |" in row and "within 25% (`paper_scale_amd.json`)" in row  # 840 s / 800 s

@@ -101,6 +101,14 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
             word = "earlier records kept in pre-campaign/, replayed by the next run before any training"
         table.append(f"| {i} | `{s.name}` | {st}: {word} | {when} | {commit[:12]} | {s.why} |")
     n_done = sum(st in ("done", "adopted") for _, st, _, _ in rows)
+    # the same settings left, priced by the benchmark of every machine it was made on (the hours are per machine)
+    left_on = []
+    for path in cp.benchmark_files():
+        bench = read_json(path)
+        cpu = bench.get("environment", {}).get("hardware", {}).get("cpu_model", "?")
+        left = [cp.predicted_from_benchmark(s, path) for s, st, _, _ in rows if st not in ("done", "adopted")]
+        if left and all(x is not None for x in left):
+            left_on.append(f"{sum(left) / 3600:.0f} h on {cpu} (`benchmarks/{path.name}`)")
     replays = [f"- `{s.name}`: {'MATCH' if e['replay']['match'] else 'DIFFERS'}: {e['replay']['compared']} "
                f"train losses (epoch 1 of every member) retrained at {e['replay']['commit'][:12]} with "
                f"{e['replay']['threads']} thread(s), max |difference| {e['replay']['max_abs_diff']:.3g}; records made "
@@ -117,7 +125,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         f"(resolved config hash {state.get('config_hash')})",
         f"- settings: {n_done} of {len(rows)} done; left: {len(rows) - n_done}, predicted "
         f"{left_h:.0f} h on this project's 2-core CPU"
-        + (f" plus {len(unknown)} not yet benchmarked" if unknown else ""),
+        + (f" plus {len(unknown)} not yet benchmarked" if unknown else "")
+        + (f" (the table's predictions: the first benchmark; by machine, one job at a time: {'; '.join(left_on)})"
+           if left_on else ""),
         f"- records are made by the pinned commit through its own workflow (`make campaign`: Snakemake targeted "
         f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
         f"commit `{page_commit}`; `python -m algo_emu manifest verify {set_dir}` checks every file",

@@ -250,6 +250,74 @@ GPU_STEP_GUESS_S = (1e-3, 2e-3)
 PREDICTION_TOLERANCE = 0.25
 
 
+def paper_benchmarks(root: Path) -> list[tuple[Path, dict]]:
+    """Every committed paper-scale benchmark: ``benchmarks/paper_scale.json`` (the machine the cost table is
+    priced on) first, then ``benchmarks/paper_scale_*.json`` (the same benchmark on other machines)."""
+    from algo_emu import campaign as cp
+
+    return [(p, read_json(p)) for p in cp.benchmark_files(root)]
+
+
+def _done_settings(root: Path) -> list[tuple[object, dict]]:
+    """(setting, its campaign.json entry) of every setting the campaign finished."""
+    from algo_emu import campaign as cp
+
+    state_path = root / PAPER / "campaign.json"
+    if not state_path.is_file():
+        return []
+    entries = read_json(state_path)["settings"]
+    return [(s, entries[s.name]) for s in cp.settings(_config(root, "config/config.yaml"))
+            if entries.get(s.name, {}).get("status") == "done" and entries[s.name].get("wall_seconds")]
+
+
+def _last_call(root: Path, s, entry: dict) -> dict:
+    """What the records of a done setting say of the call that finished it: its CPU, the epochs it trained
+    (all of them unless resumed) and their training seconds (each job's slowest record; jobs summed). Without
+    records in the tree: the campaign entry's wall time and hardware, every epoch."""
+    paths = [root / PAPER / s.set_path(r) for r in s.records]
+    recs = {p: read_json(p) for p in paths if p.is_file()}
+    hw = entry.get("hardware", {}).get("cpu_model")
+    if not recs or not all(r.get("timing", {}).get("epoch_seconds") for r in recs.values()):
+        return {"cpu": hw, "seconds": float(entry["wall_seconds"]), "first": 1, "epochs": None, "of": None}
+    jobs: dict[Path, float] = {}  # one training job per folder of seeds (e.g. E2's runs/p60 and blind/p60)
+    first, total = 1, 0
+    for path, r in recs.items():
+        t = r["timing"]
+        start = int(t.get("resumed_from_epoch") or 0)
+        first, total = max(first, start + 1), len(t["epoch_seconds"])
+        jobs[path.parent.parent] = max(jobs.get(path.parent.parent, 0.0), sum(t["epoch_seconds"][start:]))
+    recs = list(recs.values())
+    cpu = next((r["environment"].get("hardware", {}).get("cpu_model") for r in recs
+                if r.get("environment", {}).get("hardware")), hw)
+    return {"cpu": cpu, "seconds": sum(jobs.values()), "first": first, "epochs": total - first + 1, "of": total}
+
+
+def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict]]) -> str | None:
+    """One row of the README's check table: a done setting against the benchmark made by its code on its CPU."""
+    call = _last_call(root, s, entry)
+    code = entry.get("code_version")
+    with_row = [(p, b) for p, b in benches if s.name in b.get("settings", {})]
+    if not with_row:
+        return None
+    same_code = [(p, b) for p, b in with_row if b.get("environment", {}).get("code_version") == code]
+    match = [(p, b) for p, b in same_code
+             if b.get("environment", {}).get("hardware", {}).get("cpu_model") == call["cpu"]]
+    path, b = (match or same_code or with_row)[0]
+    share = call["epochs"] / call["of"] if call["epochs"] else 1.0
+    pred = float(b["settings"][s.name]["predicted_seconds"]) * share
+    meas = call["seconds"]
+    if not same_code:
+        verdict = "other code: not a check"
+    elif not match:
+        verdict = f"no benchmark on its CPU ({call['cpu'] or 'not recorded'}): not a check"
+    else:
+        verdict = ("within" if abs(meas / pred - 1) <= PREDICTION_TOLERANCE else "outside") + \
+                  f" {PREDICTION_TOLERANCE:.0%} (`{path.name}`)"
+    timed = "all" if not call["epochs"] or call["first"] == 1 else f"{call['first']}-{call['of']}"
+    return (f"| `{s.name}` | {call['cpu'] or 'not recorded'} | {timed} | {_hours(pred)} | {_hours(meas)} | "
+            f"{_g(meas / pred, 2)} | {str(entry.get('commit'))[:10]} ({str(code or '?').rsplit(' ', 1)[-1]}) | {verdict} |")
+
+
 def block_paper_scale_cost(root: Path) -> str:
     path = root / PAPER_BENCH
     if not path.is_file():
@@ -293,30 +361,32 @@ def block_paper_scale_cost(root: Path) -> str:
                if kv[1]["shape"]["experiment"] != "essay" else float("inf"))
     floors = [f"{k} {_g(meas[k]['measured']['ratio_to_floor'], 2)}x" for k in meas
               if k.startswith(("E1 H=12 ", "E3 fitted H=12"))]
-    lines += ["", f"The whole paper scale on these 2 cores: **{_hours(total)}**, "
+    lines += ["", f"The whole paper scale on these 2 cores of {hw.get('cpu_model', '?')}: **{_hours(total)}**, "
               + ("within" if total <= 3600 * TARGET_HOURS else "over")
               + f" the {TARGET_HOURS:.0f} h it should take. Against a one-member-at-a-time loop timed in the same run "
               f"every ensemble row is at least {_g(loop[1]['measured']['speedup_vs_loop'], 2)}x faster (least: "
               f"{loop[0]}); against the arithmetic floor (useful matmul FLOPs at the run's matmul rate): "
               + ", ".join(floors) + "."]
-    state_path = root / "results/reference/paper-scale/campaign.json"
-    checks = []
-    if state_path.is_file():
-        for name, e in read_json(state_path)["settings"].items():
-            if e.get("status") != "done" or not e.get("wall_seconds") or name not in rows:
-                continue
-            p = float(rows[name]["predicted_seconds"])
-            w = float(e["wall_seconds"])
-            same = e.get("code_version") == env.get("code_version")
-            verdict = (("within" if abs(w / p - 1) <= PREDICTION_TOLERANCE else "outside")
-                       + f" {PREDICTION_TOLERANCE:.0%}") if same else "other code: not a check"
-            checks.append(f"| `{name}` | {_hours(p)} | {_hours(w)} | {_g(w / p, 2)} | "
-                          f"{str(e.get('commit'))[:10]} ({str(e.get('code_version', '?')).rsplit(' ', 1)[-1]}) | {verdict} |")
-    lines += ["", "Real paper-scale settings against their prediction (a setting checks the prediction only when its "
-              f"training code, the source digest, is the benchmark's: {str(env.get('code_version', '?')).rsplit(' ', 1)[-1]}):", ""]
+    others = [(path, ob) for path, ob in paper_benchmarks(root)[1:] if ob.get("prediction")]
+    if others:
+        lines += ["", "The same benchmark on other machines this project ran on (the hours are the machine's, not a "
+                  "scaled guess):", ""]
+        for opath, ob in others:
+            ohw = ob.get("environment", {}).get("hardware", {})
+            oexp = {k.split()[0]: v["hours"] for k, v in ob["prediction"]["experiments"].items()}
+            lines.append(f"- `{opath.relative_to(root)}` ({opath.with_suffix('.md').name}): {ohw.get('cpu_model', '?')} "
+                         f"({ohw.get('cpu_count', '?')} cores, {ohw.get('memory_gib', '?')} GiB; large-matmul rate "
+                         f"{ob.get('machine_gflops', 0):.0f} GFLOP/s against {b.get('machine_gflops', 0):.0f} above): the "
+                         f"whole paper scale **{_hours(3600 * float(ob['prediction']['hours']))}** ("
+                         + ", ".join(f"{k} {_hours(3600 * h)}" for k, h in oexp.items()) + ")")
+    checks = [_prediction_check(root, s, e, paper_benchmarks(root)) for s, e in _done_settings(root)]
+    checks = [c for c in checks if c]
+    lines += ["", "Real paper-scale settings against their prediction (a setting checks the prediction only when a "
+              "benchmark was made by its training code, the source digest, on its CPU; a setting resumed on another "
+              "machine is checked on the epochs of its last call, against that share of the prediction):", ""]
     if checks:
-        lines += ["| setting | predicted | measured | measured / predicted | made at (source digest) | check |",
-                  "|---|---|---|---:|---|---|", *checks]
+        lines += ["| setting | CPU of the (last) call | epochs timed | predicted | measured | measured / predicted | "
+                  "made at (source digest) | check |", "|---|---|---|---|---|---:|---|---|", *checks]
     else:
         lines.append("No setting of the campaign is done yet.")
     steps = int(pred.get("steps", 0))
@@ -352,6 +422,30 @@ def block_speed(root: Path) -> str:
                       f"{_g(e['machine_matmul_gflops'], 2)} GFLOP/s for a large matrix multiply on the same machine. "
                       f"The published loop's seconds per epoch are the figures its authors' set-up implies on a "
                       f"2-core machine like ours, not a run here."]
+    return "\n".join(lines) + "\n"
+
+
+def block_kernel_by_cpu(root: Path) -> str:
+    """The kernel's eager training step against PyTorch's fused attention, same run, on every CPU a paper-scale
+    benchmark was made on (``benchmarks/paper_scale*.json``, its ``variants_step_seconds``)."""
+    benches = paper_benchmarks(root)
+    if not benches:
+        return "**TODO:** no paper-scale benchmark is committed yet (`make bench`).\n"
+    cols, rows = [], {}
+    for path, b in benches:
+        hw = b.get("environment", {}).get("hardware", {})
+        cols.append(f"{hw.get('cpu_model', '?')} (`{path.name}`; matmul {b.get('machine_gflops', 0):.0f} GFLOP/s)")
+        for key, r in b["rows"].items():
+            v = r["measured"].get("variants_step_seconds", {})
+            if "kernel_attention_eager" in v and "fused_attention_eager" in v:
+                rows.setdefault(key, {})[path.name] = (v["kernel_attention_eager"], v["fused_attention_eager"])
+    lines = ["Eager training step with the kernel / with PyTorch's fused attention, milliseconds, one run per CPU "
+             "(below 1: the kernel is faster):", "", "| shape | " + " | ".join(cols) + " |",
+             "|---|" + "---|" * len(cols)]
+    for key, per in rows.items():
+        cells = [f"{1e3 * per[p.name][0]:.0f} / {1e3 * per[p.name][1]:.0f} = {_g(per[p.name][0] / per[p.name][1], 2)}"
+                 if p.name in per else "-" for p, _ in benches]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -795,6 +889,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "paper-scale-cost": block_paper_scale_cost,
     "speed": block_speed,
     "attention-kernel": block_attention_kernel,
+    "kernel-by-cpu": block_kernel_by_cpu,
     "reference-results": block_reference_results,
     "reference-cost": block_reference_cost,
     "paper-e1-curves": block_paper_e1_curves,
