@@ -313,7 +313,7 @@ def restore_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
     restored = []
     if not src.is_dir():
         return restored
-    for f in sorted(p for p in src.rglob("*") if p.is_file()):
+    for f in sorted(p for p in src.rglob("*") if p.is_file() and p.name != CALLS):
         target = wt / f.relative_to(src)
         if target.is_file() and target.stat().st_mtime >= f.stat().st_mtime:
             continue
@@ -325,6 +325,37 @@ def restore_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
 
 def drop_resume(set_dir: Path, s: Setting) -> None:
     shutil.rmtree(set_dir / RESUME_DIR / _resume_name(s), ignore_errors=True)
+
+
+#: Beside a setting's resume state: one entry per call that trained it (machine, start, epochs it resumed
+#: from), so a setting carried over between machines says which CPU made which epochs.
+CALLS = "calls.json"
+
+
+def checkpoint_epochs(wt: Path, s: Setting) -> dict[str, int]:
+    """The epoch each of the setting's checkpoints in the worktree holds (worktree-relative path -> epoch)."""
+    import torch
+
+    out = {}
+    for ck in s.checkpoints:
+        src = wt / ck
+        for f in sorted(src.rglob("*.pt")) if src.is_dir() else [src] if src.is_file() else []:
+            try:
+                out[f.relative_to(wt).as_posix()] = int(torch.load(f, map_location="cpu", weights_only=False)["epoch"])
+            except Exception:  # noqa: BLE001  (a checkpoint being written, or another format: not an epoch)
+                continue
+    return out
+
+
+def start_call(set_dir: Path, wt: Path, s: Setting) -> list[dict]:
+    """Append this call (hardware, start, the epochs its checkpoints resume from) to the setting's calls;
+    returns them all. Written into the resume state, so it is committed and carried with it."""
+    path = set_dir / RESUME_DIR / _resume_name(s) / CALLS
+    calls = read_json(path) if path.is_file() else []
+    calls.append({"started": _now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, calls)
+    return calls
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -344,7 +375,7 @@ def write_manifest(set_dir: Path, state: dict) -> dict:
         "config": state["config"],
         "config_hash": state.get("config_hash"),
         "settings": {name: {k: v for k, v in e.items() if k in ("status", "commit", "code_version", "wall_seconds",
-                                                                  "finished", "hardware", "replay")}
+                                                                  "finished", "hardware", "calls", "replay")}
                      for name, e in sorted(state["settings"].items())},
         "moves": state["moves"],
         "files": files,
@@ -512,6 +543,7 @@ def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, eve
 
 def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, save_every: float) -> dict:
     restore_resume(set_dir, wt, s)
+    calls = start_call(set_dir, wt, s)
     log = wt.parent / "logs" / f"{_resume_name(s)}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
@@ -541,7 +573,7 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
     drop_resume(set_dir, s)
     return {"status": "done", "commit": state["commit"], "code_version": state.get("code_version"),
             "wall_seconds_this_call": round(wall, 1), "wall_seconds": round(max(epochs_s + [0.0]) or wall, 1),
-            "finished": _now(), "hardware": hardware()}
+            "finished": _now(), "hardware": hardware(), "calls": calls}
 
 
 def _raise_priority() -> None:

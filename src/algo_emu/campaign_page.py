@@ -137,6 +137,17 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         "", "Moves of the campaign:", "", *moves, "",
         "Settings in priority order:", "", *table, "",
     ]
+    multi = []
+    for s, st, e, _ in rows:
+        calls = e.get("calls", []) if st == "done" else []
+        if len({str(c.get("hardware", {}).get("cpu_model")) for c in calls}) > 1:
+            multi.append(f"- `{s.name}`: " + "; ".join(
+                f"{c['hardware'].get('cpu_model')} from {c['started']}"
+                + (f" (resumed at epoch {max(c['resumed_from'].values())})" if c.get("resumed_from") else "")
+                for c in calls))
+    if multi:
+        pre += ["Settings carried over between machines (the same code; float rounding depends on the CPU, so such "
+                "a setting is not bit-reproducible on one machine):", "", *multi, ""]
     if replays:
         pre += ["Records made before the campaign, replayed at its commit:", "", *replays, ""]
     if state.get("notes"):
