@@ -124,10 +124,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         f"- pinned commit: `{state['commit']}` ({state.get('code_version')}); config `{state['config']}` "
         f"(resolved config hash {state.get('config_hash')})",
         f"- settings: {n_done} of {len(rows)} done; left: {len(rows) - n_done}, predicted "
-        f"{left_h:.0f} h on this project's 2-core CPU"
-        + (f" plus {len(unknown)} not yet benchmarked" if unknown else "")
-        + (f" (the table's predictions: the first benchmark; by machine, one job at a time: {'; '.join(left_on)})"
-           if left_on else ""),
+        + (f"one job at a time (each machine's own benchmark; the table below prices by the first): "
+           f"{'; '.join(left_on)}" if left_on else
+           f"{left_h:.0f} h on this project's 2-core CPU" + (f" plus {len(unknown)} not yet benchmarked" if unknown else "")),
         f"- records are made by the pinned commit through its own workflow (`make campaign`: Snakemake targeted "
         f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
         f"commit `{page_commit}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
