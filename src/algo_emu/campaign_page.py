@@ -49,6 +49,7 @@ def _unpin_config_path(readme: Path, wt: Path, config: str) -> None:
 
 def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     from algo_emu import campaign as cp
+    from algo_emu.docs_numbers import essay_bar_summary
     from algo_emu.experiments import heads
     from algo_emu.report.manifest import git_state
 
@@ -131,8 +132,8 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
         f"commit `{page_commit}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
         "- not in the campaign yet: the essay's claims (E6). Its verdicts count only from a trained model within "
-        "10 % of the Bayes-optimal ridge at the longest context, and no configuration that reaches it has been "
-        "measured on this machine; E5 needs no training (its constructions are exact at every scale)",
+        f"10 % of the Bayes-optimal ridge at the longest context; measured so far: {essay_bar_summary(root)}; "
+        "E5 needs no training (its constructions are exact at every scale)",
         "", "Moves of the campaign:", "", *moves, "",
         "Settings in priority order:", "", *table, "",
     ]

@@ -16,7 +16,8 @@ files give, naming the block. Sources, all inside the repository:
   per-seed records (wall time, learning curves); the settings still missing come from
   :func:`algo_emu.campaign.settings` (a setting is present when all its per-seed records are in the set);
 - ``benchmarks/engine.json`` (``make bench``) and, once it exists, ``benchmarks/paper_scale.json`` (the
-  paper-scale cost benchmark the campaign predicts from);
+  paper-scale cost benchmark the campaign predicts from) with ``benchmarks/paper_scale_<machine>.json`` (the same
+  benchmark on other CPUs), and ``benchmarks/essay_bar.json`` (what the essay's model reaches against its gate);
 - :mod:`algo_emu.paper_values` for the paper's own numbers.
 - the configs (``config/*.yaml``) for sizes derived from them (docs/gpu.md's steps per process), and
   :mod:`algo_emu.constructions.grid` for E5's end margin (the code's own deterministic numbers).
@@ -208,7 +209,54 @@ def block_summary(root: Path) -> str:
         lines.append(f"- {names[exp]}: {len(miss)} of {total.get(exp, 0)} settings missing"
                      + (f": {', '.join(miss)}" if miss else ""))
     lines.append("- E5 (no training) and E6 (the essay) are not campaign settings: E5 is exact at every scale; "
-                 "E6's trained model has not been run at a scale where it reaches the Bayes-optimal error.")
+                 f"E6's verdicts wait for a trained model within 10 % of the Bayes-optimal error: {essay_bar_summary(root)}.")
+    return "\n".join(lines) + "\n"
+
+
+ESSAY_BAR = Path("benchmarks/essay_bar.json")
+
+
+def essay_bar_summary(root: Path) -> str:
+    """One sentence: what the essay's main model reached against its gate at each measured budget
+    (``benchmarks/essay_bar.json``, ``benchmarks/essay_bar.py``), or that nothing was measured."""
+    path = root / ESSAY_BAR
+    if not path.is_file() or not read_json(path).get("rows"):
+        return "no configuration that reaches it has been measured"
+    rows = sorted(read_json(path)["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"]))
+    K = rows[0]["k_max"]
+    parts = [f"{r['steps']} steps (batch {r['batch_size']}, lr {r['lr']:g}): {_g(r['ratios'][f'k{K}']['ratio'], 3)}"
+             for r in rows]
+    passing = [r for r in rows if r["passes"]]
+    return (f"the main model alone, seed 0, at the config's width and depth (`{ESSAY_BAR}`), model / ridge MSE at k = "
+            f"{K}: " + "; ".join(parts) + (f"; the gate ({rows[0]['gate']:g}) is reached from {passing[0]['steps']} steps"
+                                           if passing else f"; none reaches the gate ({rows[0]['gate']:g})"))
+
+
+def block_essay_bar(root: Path) -> str:
+    path = root / ESSAY_BAR
+    if not path.is_file():
+        return f"**TODO:** `{ESSAY_BAR}` is not committed yet (`python benchmarks/essay_bar.py --steps N --out {ESSAY_BAR}`).\n"
+    b = read_json(path)
+    rows = sorted(b["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"]))
+    K = rows[0]["k_max"]
+    m = rows[0]["model"]
+    lines = [f"The main (`gaussian`) model of seed 0 at `config/config.yaml`'s width and depth (d_model {m['d_model']}, "
+             f"{m['layers']} layers, {m['heads']} heads, ff {m['ff']}; d = {rows[0]['d']}, k_max = {K}), trained at "
+             f"several budgets by `benchmarks/essay_bar.py` (the pipeline's own `train_variant`), against the gate: "
+             f"model MSE / ridge MSE at k = {K} <= {rows[0]['gate']:g}, on {len(rows)} fresh prompt sets of the "
+             "training prior (a stream the pipeline never uses):", "",
+             "| steps | batch | peak lr | k = 8 | k = 16 | k = " + str(K) + " (the gate's) | gate | training time | CPU | "
+             "load |", "|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
+    for r in rows:
+        q = r["ratios"]
+        cells = [_g(q[k]["ratio"], 3) if k in q else "-" for k in ("k8", "k16")]
+        lines.append(f"| {r['steps']} | {r['batch_size']} | {r['lr']:g} | {cells[0]} | {cells[1]} | "
+                     f"{_g(q[f'k{K}']['ratio'], 3)} ({_g(q[f'k{K}']['model_mse'], 3)} / {_g(q[f'k{K}']['ridge_mse'], 3)}) | "
+                     f"{'reached' if r['passes'] else 'missed'} | {_minutes(r['train_seconds'])} | "
+                     f"{r['environment'].get('hardware', {}).get('cpu_model', '?')}, {r['environment'].get('threads')} "
+                     f"thread(s) | {r['load_note']} |")
+    if b.get("note"):
+        lines += ["", b["note"]]
     return "\n".join(lines) + "\n"
 
 
@@ -890,6 +938,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "speed": block_speed,
     "attention-kernel": block_attention_kernel,
     "kernel-by-cpu": block_kernel_by_cpu,
+    "essay-bar": block_essay_bar,
     "reference-results": block_reference_results,
     "reference-cost": block_reference_cost,
     "paper-e1-curves": block_paper_e1_curves,
