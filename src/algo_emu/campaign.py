@@ -113,11 +113,10 @@ def theorem31_setting(p: int, seeds: list[int], why: str = "") -> Setting:
 
 #: The order settings run in, and why. E1 first: its heads sweep (H = 12 missing) completes the paper's
 #: headline table and the O(1/H) verdict. Then one setting per other trained experiment at the paper's own
-#: values, cheapest experiment first by the benchmark (benchmarks/paper_scale.md: E4's two modes 3.7 h in all,
-#: E3 at H = 6 about 5 h, E2 at p = 60 and 100 about 6 h, on the benchmark's machine), so that each session's
-#: hours complete an experiment sooner: E4 (reference_code, 0.8 h, before corrected, 2.9 h), E3 at H = 6 (the
-#: published script's setting), E2 at p = 60 and 100; then the E1 sweeps the paper reports no number for, then
-#: the rest of E3 (the most expensive: 300 epochs per (mode, H)).
+#: values, the cheapest experiment first by the benchmark's predicted hours (benchmarks/paper_scale.md), so
+#: that the hours spent complete an experiment sooner: E4 (its reference_code mode, a quarter of corrected's
+#: steps, first), E3 at H = 6 (the published script's setting), E2 at p = 60 and 100; then the E1 sweeps the
+#: paper reports no number for, then the rest of E3 (the most expensive: 300 epochs per (mode, H)).
 PRIORITY_WHY = {
     "heads_sweep": "E1 heads sweep: the paper's headline table and the O(1/H) verdict",
     "statistical_h6": "E3 at H = 6, both modes with their weight-blind baselines (Appendix C.1's setting)",
