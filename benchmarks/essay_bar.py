@@ -76,6 +76,7 @@ def main(argv=None) -> int:
     tr["batch_size"] = args.batch_size or tr["batch_size"]
     tr["lr"] = args.lr or tr["lr"]
     tr["log_every"] = max(1, args.steps // 10)
+    env = environment(torch.device("cpu"))  # the code as the run starts (the checkout may change meanwhile)
     t0 = time.perf_counter()
     ckpt, metrics = train_variant(params, "gaussian", args.seed, torch.device("cpu"))
     row = {"seed": args.seed, "steps": args.steps, "batch_size": tr["batch_size"], "lr": tr["lr"],
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
            "ratios": gate_ratios(TrainedICL.from_checkpoint(ckpt), params, args.seed, args.eval_prompts),
            "val_history": [{"step": h["step"], "val_mse": h["val_mse"]} for h in metrics["history"]],
            "load_note": args.load_note, "argv": sys.argv[1:] if argv is None else list(argv),
-           "environment": environment(torch.device("cpu"))}
+           "environment": env}
     row["seconds"] = time.perf_counter() - t0
     row["passes"] = row["ratios"][f"k{params['k_max']}"]["ratio"] <= GATE
     out = Path(args.out)

@@ -237,7 +237,7 @@ def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):
     assert dn.essay_bar_summary(tmp_path) == "no configuration that reaches it has been measured"
 
     def row(steps, ratio):
-        return {"steps": steps, "batch_size": 64, "lr": 1e-3, "k_max": 32, "gate": 1.1, "passes": ratio <= 1.1,
+        return {"seed": 0, "steps": steps, "batch_size": 64, "lr": 1e-3, "k_max": 32, "gate": 1.1, "passes": ratio <= 1.1,
                 "d": 5, "model": {"d_model": 64, "layers": 4, "heads": 4, "ff": 128}, "train_seconds": 60.0 * steps / 1000,
                 "ratios": {f"k{k}": {"model_mse": 0.3 * ratio, "ridge_mse": 0.3, "ratio": ratio} for k in (8, 16, 32)},
                 "load_note": "quiet", "environment": {"threads": 1, "hardware": {"cpu_model": "X"}}}
@@ -245,10 +245,10 @@ def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):
     (tmp_path / "benchmarks").mkdir()
     path = tmp_path / dn.ESSAY_BAR
     path.write_text(json.dumps({"rows": [row(12000, 1.3), row(6000, 1.7)]}))
-    assert dn.essay_bar_summary(tmp_path).endswith("6000 steps (batch 64, lr 0.001): 1.7; 12000 steps (batch 64, "
-                                                   "lr 0.001): 1.3; none reaches the gate (1.1)")
+    assert dn.essay_bar_summary(tmp_path).endswith("6000 steps (batch 64, lr 0.001, seed 0): 1.7; 12000 steps "
+                                                   "(batch 64, lr 0.001, seed 0): 1.3; none reaches the gate (1.1)")
     assert dn.block_essay_bar(tmp_path).count("| missed |") == 2
     path.write_text(json.dumps({"rows": [row(12000, 1.3), row(24000, 1.05), row(6000, 1.7)]}))
     assert dn.essay_bar_summary(tmp_path).endswith("the gate (1.1) is reached from 24000 steps")
     table = dn.block_essay_bar(tmp_path)
-    assert "| 24000 | 64 | 0.001 | 1.05 | 1.05 | 1.05 (0.315 / 0.3) | reached |" in table
+    assert "| 0 | 24000 | 64 | 0.001 | 1.05 | 1.05 | 1.05 (0.315 / 0.3) | reached |" in table

@@ -222,12 +222,12 @@ def essay_bar_summary(root: Path) -> str:
     path = root / ESSAY_BAR
     if not path.is_file() or not read_json(path).get("rows"):
         return "no configuration that reaches it has been measured"
-    rows = sorted(read_json(path)["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"]))
+    rows = sorted(read_json(path)["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"], r["seed"]))
     K = rows[0]["k_max"]
-    parts = [f"{r['steps']} steps (batch {r['batch_size']}, lr {r['lr']:g}): {_g(r['ratios'][f'k{K}']['ratio'], 3)}"
-             for r in rows]
+    parts = [f"{r['steps']} steps (batch {r['batch_size']}, lr {r['lr']:g}, seed {r['seed']}): "
+             f"{_g(r['ratios'][f'k{K}']['ratio'], 3)}" for r in rows]
     passing = [r for r in rows if r["passes"]]
-    return (f"the main model alone, seed 0, at the config's width and depth (`{ESSAY_BAR}`), model / ridge MSE at k = "
+    return (f"the main model alone, at the config's width and depth (`{ESSAY_BAR}`), model / ridge MSE at k = "
             f"{K}: " + "; ".join(parts) + (f"; the gate ({rows[0]['gate']:g}) is reached from {passing[0]['steps']} steps"
                                            if passing else f"; none reaches the gate ({rows[0]['gate']:g})"))
 
@@ -237,20 +237,20 @@ def block_essay_bar(root: Path) -> str:
     if not path.is_file():
         return f"**TODO:** `{ESSAY_BAR}` is not committed yet (`python benchmarks/essay_bar.py --steps N --out {ESSAY_BAR}`).\n"
     b = read_json(path)
-    rows = sorted(b["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"]))
+    rows = sorted(b["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"], r["seed"]))
     K = rows[0]["k_max"]
     m = rows[0]["model"]
-    lines = [f"The main (`gaussian`) model of seed 0 at `config/config.yaml`'s width and depth (d_model {m['d_model']}, "
+    lines = [f"The main (`gaussian`) model at `config/config.yaml`'s width and depth (d_model {m['d_model']}, "
              f"{m['layers']} layers, {m['heads']} heads, ff {m['ff']}; d = {rows[0]['d']}, k_max = {K}), trained at "
              f"several budgets by `benchmarks/essay_bar.py` (the pipeline's own `train_variant`), against the gate: "
-             f"model MSE / ridge MSE at k = {K} <= {rows[0]['gate']:g}, on {len(rows)} fresh prompt sets of the "
-             "training prior (a stream the pipeline never uses):", "",
-             "| steps | batch | peak lr | k = 8 | k = 16 | k = " + str(K) + " (the gate's) | gate | training time | CPU | "
-             "load |", "|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
+             f"model MSE / ridge MSE at k = {K} <= {rows[0]['gate']:g}, each row on fresh prompts of the training "
+             "prior (a stream the pipeline never uses):", "",
+             "| seed | steps | batch | peak lr | k = 8 | k = 16 | k = " + str(K) + " (the gate's) | gate | training time | CPU | "
+             "load |", "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
     for r in rows:
         q = r["ratios"]
         cells = [_g(q[k]["ratio"], 3) if k in q else "-" for k in ("k8", "k16")]
-        lines.append(f"| {r['steps']} | {r['batch_size']} | {r['lr']:g} | {cells[0]} | {cells[1]} | "
+        lines.append(f"| {r['seed']} | {r['steps']} | {r['batch_size']} | {r['lr']:g} | {cells[0]} | {cells[1]} | "
                      f"{_g(q[f'k{K}']['ratio'], 3)} ({_g(q[f'k{K}']['model_mse'], 3)} / {_g(q[f'k{K}']['ridge_mse'], 3)}) | "
                      f"{'reached' if r['passes'] else 'missed'} | {_minutes(r['train_seconds'])} | "
                      f"{r['environment'].get('hardware', {}).get('cpu_model', '?')}, {r['environment'].get('threads')} "
