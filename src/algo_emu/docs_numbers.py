@@ -209,7 +209,7 @@ def block_summary(root: Path) -> str:
         lines.append(f"- {names[exp]}: {len(miss)} of {total.get(exp, 0)} settings missing"
                      + (f": {', '.join(miss)}" if miss else ""))
     lines.append("- E5 (no training) and E6 (the essay) are not campaign settings: E5 is exact at every scale; "
-                 f"E6's verdicts wait for a trained model within 10 % of the Bayes-optimal error: {essay_bar_summary(root)}.")
+                 f"E6's verdicts count only from a trained model within 10 % of the Bayes-optimal error; measured so far: {essay_bar_summary(root)}; the essay's whole DAG at that scale has not been run.")
     return "\n".join(lines) + "\n"
 
 
