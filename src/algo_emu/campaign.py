@@ -706,11 +706,12 @@ def benchmark_files(root: Path = REPO_ROOT) -> list[Path]:
     return ([first] if first.is_file() else []) + sorted(first.parent.glob("paper_scale_*.json"))
 
 
-def predicted_from_benchmark(s: Setting, bench: Path = BENCHMARK) -> float | None:
-    """Predicted wall seconds of ``s`` on the benchmark's machine, or None when it has no row for it."""
-    if not bench.is_file():
+def predicted_from_benchmark(s: Setting, bench: Path | dict = BENCHMARK) -> float | None:
+    """Predicted wall seconds of ``s`` on the benchmark's machine, or None when it has no row for it.
+    ``bench``: the benchmark's JSON file, or its contents already read."""
+    if isinstance(bench, Path) and not bench.is_file():
         return None
-    rows = read_json(bench).get("settings", {})
+    rows = (read_json(bench) if isinstance(bench, Path) else bench).get("settings", {})
     row = rows.get(s.name)
     return None if row is None else float(row["predicted_seconds"])
 

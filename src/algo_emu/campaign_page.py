@@ -104,10 +104,10 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     n_done = sum(st in ("done", "adopted") for _, st, _, _ in rows)
     # the same settings left, priced by the benchmark of every machine it was made on (the hours are per machine)
     left_on = []
-    for path in cp.benchmark_files():
+    for path in cp.benchmark_files(root):
         bench = read_json(path)
         cpu = bench.get("environment", {}).get("hardware", {}).get("cpu_model", "?")
-        left = [cp.predicted_from_benchmark(s, path) for s, st, _, _ in rows if st not in ("done", "adopted")]
+        left = [cp.predicted_from_benchmark(s, bench) for s, st, _, _ in rows if st not in ("done", "adopted")]
         if left and all(x is not None for x in left):
             left_on.append(f"{sum(left) / 3600:.0f} h on {cpu} (`benchmarks/{path.name}`)")
     replays = [f"- `{s.name}`: {'MATCH' if e['replay']['match'] else 'DIFFERS'}: {e['replay']['compared']} "

@@ -220,9 +220,10 @@ def essay_bar_summary(root: Path) -> str:
     """One sentence: what the essay's main model reached against its gate at each measured budget
     (``benchmarks/essay_bar.json``, ``benchmarks/essay_bar.py``), or that nothing was measured."""
     path = root / ESSAY_BAR
-    if not path.is_file() or not read_json(path).get("rows"):
+    rows = read_json(path).get("rows") if path.is_file() else None
+    if not rows:
         return "no configuration that reaches it has been measured"
-    rows = sorted(read_json(path)["rows"], key=lambda r: (r["steps"], r["batch_size"], r["lr"], r["seed"]))
+    rows = sorted(rows, key=lambda r: (r["steps"], r["batch_size"], r["lr"], r["seed"]))
     K = rows[0]["k_max"]
     parts = [f"{r['steps']} steps (batch {r['batch_size']}, lr {r['lr']:g}, seed {r['seed']}): "
              f"{_g(r['ratios'][f'k{K}']['ratio'], 3)}" for r in rows]
@@ -334,8 +335,7 @@ def _last_call(root: Path, s, entry: dict) -> dict:
         start = int(t.get("resumed_from_epoch") or 0)
         first, total = max(first, start + 1), len(t["epoch_seconds"])
         jobs[path.parent.parent] = max(jobs.get(path.parent.parent, 0.0), sum(t["epoch_seconds"][start:]))
-    recs = list(recs.values())
-    cpu = next((r["environment"].get("hardware", {}).get("cpu_model") for r in recs
+    cpu = next((r["environment"].get("hardware", {}).get("cpu_model") for r in recs.values()
                 if r.get("environment", {}).get("hardware")), hw)
     return {"cpu": cpu, "seconds": sum(jobs.values()), "first": first, "epochs": total - first + 1, "of": total}
 
@@ -415,7 +415,8 @@ def block_paper_scale_cost(root: Path) -> str:
               f"every ensemble row is at least {_g(loop[1]['measured']['speedup_vs_loop'], 2)}x faster (least: "
               f"{loop[0]}); against the arithmetic floor (useful matmul FLOPs at the run's matmul rate): "
               + ", ".join(floors) + "."]
-    others = [(path, ob) for path, ob in paper_benchmarks(root)[1:] if ob.get("prediction")]
+    benches = paper_benchmarks(root)
+    others = [(path, ob) for path, ob in benches[1:] if ob.get("prediction")]
     if others:
         lines += ["", "The same benchmark on other machines this project ran on (the hours are the machine's, not a "
                   "scaled guess):", ""]
@@ -427,7 +428,7 @@ def block_paper_scale_cost(root: Path) -> str:
                          f"{ob.get('machine_gflops', 0):.0f} GFLOP/s against {b.get('machine_gflops', 0):.0f} above): the "
                          f"whole paper scale **{_hours(3600 * float(ob['prediction']['hours']))}** ("
                          + ", ".join(f"{k} {_hours(3600 * h)}" for k, h in oexp.items()) + ")")
-    checks = [_prediction_check(root, s, e, paper_benchmarks(root)) for s, e in _done_settings(root)]
+    checks = [_prediction_check(root, s, e, benches) for s, e in _done_settings(root)]
     checks = [c for c in checks if c]
     lines += ["", "Real paper-scale settings against their prediction (a setting checks the prediction only when a "
               "benchmark was made by its training code, the source digest, on its CPU; a setting resumed on another "
