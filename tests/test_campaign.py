@@ -137,14 +137,14 @@ def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
     names = [s.name for s in cp.settings(load_config(REPO_ROOT / "config/config.yaml"))]
     assert names[0] == "heads/published/H12_p60"
     assert names[:6] == [f"heads/published/H{h}_p60" for h in (12, 8, 6, 4, 2, 1)]
-    # then the cheapest experiment first (the benchmark): E4's two modes, reference_code first, then E3 at H = 6
-    assert names[6:10] == ["ames/reference_code", "ames/corrected", "statistical/fitted_H6",
+    # then the cheapest experiment first (the benchmark): the essay, E4's two modes (reference_code first), E3 at H = 6
+    assert names[6:11] == ["essay", "ames/reference_code", "ames/corrected", "statistical/fitted_H6",
                            "statistical/reference_code_H6"]
     assert names.index("statistical/reference_code_H6") < names.index("theorem31/p60") < \
         names.index("heads/published/H1_p20")
     assert names.index("heads/published/H1_p110") < names.index("heads/independent/H1_p60") < \
         names.index("statistical/fitted_H1")
-    assert len(names) == len(set(names)) == 6 + 10 - 1 + 6 + 12 + 2 + 5
+    assert len(names) == len(set(names)) == 6 + 1 + 10 - 1 + 6 + 12 + 2 + 5
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -275,3 +275,59 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     assert moved["commit"] == new and moved["moves"][-1]["mixed_experiments"] == ["heads"]
     # the setting made before the move still counts, at its own commit
     assert cp.setting_status(set_dir, moved, s2) == "done"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The page's other experiments: E4 and the essay from their done settings (records of the reference set)
+# ---------------------------------------------------------------------------------------------------------
+
+def test_page_sections_table_e4_and_gate_the_essay_from_their_done_settings(tmp_path):
+    import pandas as pd
+
+    from algo_emu import campaign_page as page
+    from algo_emu.config import load_config
+
+    ref = REPO_ROOT / "results/reference/reference-scale"
+    cfg = load_config(REPO_ROOT / "config/reference.yaml")
+    seeds = cfg["seeds"]
+    d = tmp_path / "set"
+    shutil.copytree(ref / "ames/reference_code", d / "ames/reference_code")
+    (d / "tables").mkdir()
+    for name in ("essay_claims.csv", "essay_curves.csv", "essay_equivalences.csv"):
+        shutil.copy2(ref / "tables" / name, d / "tables" / name)
+    ames = cp.ames_setting("reference_code", seeds)
+    essay = cp.essay_setting(cfg)
+    from algo_emu.essay.plan import essay_seeds
+
+    assert set(essay.records) >= {f"results/essay/eval/seed{s}/metrics.json" for s in essay_seeds(cfg)}
+    assert "results/tables/essay_claims.csv" in essay.targets + essay.extras
+    rows = [(ames, "done", {}, None), (cp.ames_setting("corrected", seeds), "todo", {}, None), (essay, "done", {}, None)]
+
+    text = "\n".join(page.other_sections(d, rows, cfg, "reference.yaml"))
+    # E4: the workflow's own aggregation of the done mode only, its figures, and the report's E4 rows
+    table = pd.read_csv(d / "tables/ames.csv")
+    assert set(table["mode"]) == {"reference_code"} and set(table.algorithm) == {"linear", "ridge", "lasso"}
+    assert (d / "figures/ames.png").is_file() and (d / "figures/ames_ablation.png").is_file()
+    assert "## E4 from the settings done" in text and "not done yet: corrected" in text
+    assert text.count("corrected not done yet") == 3  # each E4 row names the mode it lacks
+    # the essay: the reference set's model is far from Bayes-optimal, so every trained claim reads 'did not learn'
+    assert "**did not learn**: no claim below counts" in text
+    essay_part = text.split("## E6", 1)[1]
+    trained = [line for line in essay_part.splitlines() if "did not learn" in line and line.startswith("| ")]
+    assert len(trained) >= 10 and (d / "figures/essay_icl.png").is_file()
+
+    # the gate can say yes: the same table with the model at the ridge's MSE lets the claims count
+    curves = pd.read_csv(d / "tables/essay_curves.csv")
+    g = curves.variant == "gaussian"
+    for k in curves[g].k.unique():
+        ridge = curves[g & (curves.estimator == "ridge") & (curves.k == k)].mse_mean.iloc[0]
+        curves.loc[g & (curves.estimator == "model") & (curves.k == k), "mse_mean"] = ridge
+    curves.to_csv(d / "tables/essay_curves.csv", index=False)
+    learned = "\n".join(page.essay_section(d, cfg, "reference.yaml"))
+    assert "**learned**: the claims below count" in learned
+    assert not [line for line in learned.split("## E6", 1)[1].splitlines()
+                if "**did not learn**" in line and line.startswith("| ")]
+
+    # an experiment with no done setting left keeps no derived table or figure
+    assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x") == []
+    assert not list(d.glob("tables/ames*")) and not list(d.glob("figures/ames*")) and not list(d.glob("figures/essay*"))

@@ -80,6 +80,9 @@ class Setting:
     records: tuple[str, ...]  # worktree paths of the per-seed records (copied to the set, same relative path)
     checkpoints: tuple[str, ...]
     why: str = ""
+    #: worktree files the set keeps beside the records (an experiment's tables, sidecars, predictions): copied
+    #: with them and hashed by the manifest; the records alone carry the commit that is checked
+    extras: tuple[str, ...] = ()
 
     def set_path(self, record: str) -> str:
         """Where a record lies inside the set: its path below the worktree's ``results/``."""
@@ -101,7 +104,24 @@ def statistical_setting(mode: str, H: int, seeds: list[int], why: str = "") -> S
 
 def ames_setting(mode: str, seeds: list[int], why: str = "") -> Setting:
     recs = tuple(f"results/ames/{mode}/seed{s}/metrics.json" for s in seeds)
-    return Setting(f"ames/{mode}", "ames", recs, recs, (f"results/ames/{mode}/checkpoints",), why)
+    extras = (f"results/ames/{mode}/emulator.pt.json", f"results/ames/{mode}/blind.pt.json",
+              f"results/ames/{mode}/predictions.csv", *(f"results/ames/{mode}/seed{s}/fits.json" for s in seeds))
+    return Setting(f"ames/{mode}", "ames", recs, recs, (f"results/ames/{mode}/checkpoints",), why, extras)
+
+
+def essay_setting(config: dict, why: str = "") -> Setting:
+    """E6 whole: every variant's model and every seed's evaluation (the essay's seeds), then its claims table.
+    Its jobs train from scratch (minutes each, no mid-job checkpoint); the models finished so far are its resume
+    state, so an interrupted setting retrains only the jobs that had not finished."""
+    from algo_emu.essay.plan import essay_seeds, variant_names
+
+    seeds, variants = essay_seeds(config), variant_names(config["essay"])
+    recs = tuple([f"results/essay/eval/seed{s}/metrics.json" for s in seeds]
+                 + [f"results/essay/models/{v}/seed{s}.json" for v in variants for s in seeds])
+    tables = ("results/tables/essay_claims.csv", "results/tables/essay_equivalences.csv")
+    extras = (*tables, "results/tables/essay_claims.md", "results/tables/essay_curves.csv",
+              "results/tables/essay_equivalences.md", "results/essay/claims_details.json")
+    return Setting("essay", "essay", tables, recs, ("results/essay/models",), why, extras)
 
 
 def theorem31_setting(p: int, seeds: list[int], why: str = "") -> Setting:
@@ -114,12 +134,15 @@ def theorem31_setting(p: int, seeds: list[int], why: str = "") -> Setting:
 #: The order settings run in, and why. E1 first: its heads sweep (H = 12 missing) completes the paper's
 #: headline table and the O(1/H) verdict. Then one setting per other trained experiment at the paper's own
 #: values, the cheapest experiment first by the benchmark's predicted hours (benchmarks/paper_scale.md), so
-#: that the hours spent complete an experiment sooner: E4 (its reference_code mode, a quarter of corrected's
-#: steps, first), E3 at H = 6 (the published script's setting), E2 at p = 60 and 100; then the E1 sweeps the
-#: paper reports no number for, then the rest of E3 (the most expensive: 300 epochs per (mode, H)).
+#: that the hours spent complete an experiment sooner: the essay (E6, the cheapest of all: a few hours' share of
+#: one experiment's), E4 (its reference_code mode, a quarter of corrected's steps, first), E3 at H = 6 (the
+#: published script's setting), E2 at p = 60 and 100; then the E1 sweeps the paper reports no number for, then
+#: the rest of E3 (the most expensive: 300 epochs per (mode, H)).
 PRIORITY_WHY = {
     "heads_sweep": "E1 heads sweep: the paper's headline table and the O(1/H) verdict",
     "statistical_h6": "E3 at H = 6, both modes with their weight-blind baselines (Appendix C.1's setting)",
+    "essay": "E6, the essay's claims at config/config.yaml's scale (counted only where its model is within 10 % "
+             "of the Bayes-optimal ridge)",
     "ames": "E4, both modes at the paper's p and epochs (Appendix C.2)",
     "theorem31": "E2 at p = 60 and 100 with the weight-blind baselines (Theorem 3.1)",
     "p_sweep": "E1 prompt-length sweep at H = 1 (published code; no number in the paper)",
@@ -140,6 +163,8 @@ def settings(config: dict) -> list[Setting]:
     # H = 12 first: the one setting of the heads table no record exists for
     for pr, H, p in sorted(heads_sweep, key=lambda s: -s[1]):
         out.append(heads_setting(pr, H, p, seeds, PRIORITY_WHY["heads_sweep"]))
+    if config.get("essay"):
+        out.append(essay_setting(config, PRIORITY_WHY["essay"]))
     # E4 before E3: cheaper (the benchmark), its reference_code mode (a quarter of corrected's steps) first
     for mode in sorted(config.get("ames", {}).get("modes", []), key=lambda m: m != "reference_code"):
         out.append(ames_setting(mode, seeds, PRIORITY_WHY["ames"]))
@@ -559,7 +584,7 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
         save_resume(set_dir, wt, s)
         raise CampaignError(f"setting {s.name} failed (snakemake exit {rc}); log: {log}; its resume state is "
                             f"under {set_dir / RESUME_DIR}")
-    for r in s.records:
+    for r in (*s.records, *s.extras):
         dest = set_dir / s.set_path(r)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(wt / r, dest)
@@ -573,6 +598,20 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
     return {"status": "done", "commit": state["commit"], "code_version": state.get("code_version"),
             "wall_seconds_this_call": round(wall, 1), "wall_seconds": round(max(epochs_s + [0.0]) or wall, 1),
             "finished": _now(), "hardware": hardware(), "calls": calls}
+
+
+def sync_extras(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
+    """Copy a done setting's extras that the set lacks from the worktree, only where the worktree's records are
+    byte for byte the set's (the same run made both); returns what was copied."""
+    missing = [r for r in s.extras if not (set_dir / s.set_path(r)).is_file() and (wt / r).is_file()]
+    if not missing or any(not (wt / r).is_file() or sha256_file(wt / r) != sha256_file(set_dir / s.set_path(r))
+                          for r in s.records):
+        return []
+    for r in missing:
+        dest = set_dir / s.set_path(r)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wt / r, dest)
+    return [set_dir / s.set_path(r) for r in missing]
 
 
 def _raise_priority() -> None:
@@ -607,6 +646,8 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
     for s in todo:
         status = setting_status(set_dir, state, s)
         if status in ("done", "adopted"):
+            if sync_extras(set_dir, wt, s):
+                _page_in_fresh_process(set_dir, root)
             continue
         if max_settings is not None and len(finished) >= max_settings:
             break
@@ -711,8 +752,11 @@ def predicted_from_benchmark(s: Setting, bench: Path | dict = BENCHMARK) -> floa
     ``bench``: the benchmark's JSON file, or its contents already read."""
     if isinstance(bench, Path) and not bench.is_file():
         return None
-    rows = (read_json(bench) if isinstance(bench, Path) else bench).get("settings", {})
-    row = rows.get(s.name)
+    bench = read_json(bench) if isinstance(bench, Path) else bench
+    row = bench.get("settings", {}).get(s.name)
+    if row is None and s.experiment == "essay":  # one setting: the essay's whole training DAG
+        row = bench.get("prediction", {}).get("experiments", {}).get("E6 essay")
+        return None if row is None else 3600.0 * float(row["hours"])
     return None if row is None else float(row["predicted_seconds"])
 
 

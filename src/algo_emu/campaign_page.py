@@ -42,6 +42,124 @@ def predicted_seconds(set_dir: Path, s, done_walls: dict[str, float]) -> tuple[f
     return None, "not benchmarked yet"
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The other experiments' sections: built from their done settings' records by the checkout's own aggregation
+# and verdict code (the same functions the workflow's aggregate rules and the replication report call)
+# ---------------------------------------------------------------------------------------------------------
+
+#: Derived files each section writes into the set; removed when the experiment has no done setting left, so
+#: that no table outlives its records.
+DERIVED = {
+    "ames": ("tables/ames.*", "tables/ames_runs.*", "tables/ames_ablation.*", "figures/ames.*",
+             "figures/ames_ablation.*"),
+    "essay": ("figures/essay_icl.*",),
+}
+
+
+def _drop(set_dir: Path, patterns) -> None:
+    for pattern in patterns:
+        for f in set_dir.glob(pattern):
+            f.unlink()
+
+
+def ames_section(set_dir: Path, done: list, cfg: dict, config_name: str) -> list[str]:
+    """E4 from its done modes: ``ames aggregate``'s tables, ``ames figure``'s figures (where every done mode's
+    predictions are in the set), and the replication report's E4 rows; a mode not done yet is named."""
+    from algo_emu.experiments import ames
+    from algo_emu.report import replication as rep
+
+    tables, figures = set_dir / "tables", set_dir / "figures"
+    by_mode = {s.name.split("/", 1)[1]: s for s in done}
+    modes = [m for m in cfg["ames"]["modes"] if m in by_mode]
+    left = [m for m in cfg["ames"]["modes"] if m not in by_mode]
+    metrics = [str(set_dir / by_mode[m].set_path(r)) for m in modes for r in by_mode[m].records]
+    _drop(set_dir, DERIVED["ames"])
+    tables.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    ames.aggregate(modes, metrics, tables / "ames.csv", tables / "ames_runs.csv", tables / "ames_ablation.csv")
+    preds = [set_dir / "ames" / m / "predictions.csv" for m in modes]
+    rows = rep.e4_rows(tables, cfg, config_name)
+    for r in rows:
+        if left:
+            r.reason = f"{r.reason}; from mode(s) {', '.join(modes)} only: {', '.join(left)} not done yet"
+    out = ["## E4 from the settings done", "",
+           f"Modes done: {', '.join(modes)}" + (f"; not done yet: {', '.join(left)}" if left else "") + ". "
+           "Each mode's emulators and their weight-blind baselines (same budget, the prompt's weights blanked) were "
+           "trained together by one job of the pinned commit; these tables are `ames aggregate` of their per-seed "
+           "records.", "", "### The paper's claim beside ours (verdict rules below)", "",
+           *rep.rows_markdown(rep.rows_frame(rows)), "### Table", "", (tables / "ames.md").read_text(), "",
+           "### Ablation: the prompt's weights removed, permuted or replaced", "",
+           (tables / "ames_ablation.md").read_text(), ""]
+    if all(p.is_file() for p in preds):
+        ames.figure(str(tables / "ames.csv"), str(tables / "ames_runs.csv"), [str(p) for p in preds],
+                    str(figures / "ames"), str(tables / "ames_ablation.csv"), str(figures / "ames_ablation"))
+        out += ["### Figures", "", "![E4](figures/ames.png)", "", "![E4 ablation](figures/ames_ablation.png)", ""]
+    else:
+        out += [f"No figure: {', '.join(str(p.relative_to(set_dir)) for p in preds if not p.is_file())} not in the "
+                "set (`make campaign` copies it from the worktree that made the records).", ""]
+    return out
+
+
+def essay_section(set_dir: Path, cfg: dict, config_name: str) -> list[str]:
+    """E6 from its done setting: the claims table its pinned commit's ``essay claims`` wrote, gated by the
+    checkout's replication rules (a claim counts only where the main model is within 10 % of the Bayes-optimal
+    ridge at the longest context), with its learning check and figures."""
+    import pandas as pd
+
+    from algo_emu.essay import claims as ec
+    from algo_emu.plots import essay as pe
+    from algo_emu.report import replication as rep
+
+    tables, figures = set_dir / "tables", set_dir / "figures"
+    claims, curves = tables / "essay_claims.csv", tables / "essay_curves.csv"
+    _drop(set_dir, DERIVED["essay"])
+    missing = [p.name for p in (claims, curves, tables / "essay_equivalences.csv") if not p.is_file()]
+    if missing:
+        return ["## E6 (the essay) from the setting done", "",
+                f"Not built: {', '.join(missing)} missing from `tables/` (`make campaign` copies them from the worktree "
+                "that made the records).", ""]
+    check = ec.learning_check(pd.read_csv(curves))
+    rows = rep.essay_rows(claims, cfg)
+    figures.mkdir(parents=True, exist_ok=True)
+    pe.plot_icl(pd.read_csv(curves), cfg["essay"], figures / "essay_icl")
+    e = cfg["essay"]
+    return ["## E6 (the essay) from the setting done", "",
+            f"- scale: `{config_name}` essay section: seeds {e.get('seeds')}, model {e['model']}, main model "
+            f"{e['train']['steps']} steps",
+            f"- the gate (did the main model learn?): {check['text']}: "
+            + ("**learned**: the claims below count" if check["learned"] == "yes" else
+               "**did not learn**: no claim below counts (each reads 'did not learn')"), "",
+            *rep.rows_markdown(rep.rows_frame(rows)),
+            "![E6 in-context learning curves](figures/essay_icl.png)", "",
+            "The float64 equivalences the essay's claims build on (no training): `tables/essay_equivalences.md`.", ""]
+
+
+SECTIONS = {"ames": ames_section}
+
+
+def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> list[str]:
+    """The sections of every experiment but E1 with a done setting, in the campaign's priority order; an
+    experiment with done settings and no section here is named, its records kept but not tabled."""
+    done: dict[str, list] = {}
+    for s, st, _, _ in rows:
+        if s.experiment != "heads" and st in ("done", "adopted"):
+            done.setdefault(s.experiment, []).append(s)
+    out: list[str] = []
+    for exp in ("essay", "ames"):
+        if exp not in done:
+            _drop(set_dir, DERIVED[exp])
+    for exp, settings_done in done.items():
+        if exp == "essay":
+            out += essay_section(set_dir, cfg, config_name)
+        elif exp in SECTIONS:
+            out += SECTIONS[exp](set_dir, settings_done, cfg, config_name)
+        else:
+            out += [f"## {exp} from the settings done", "",
+                    f"Done: {', '.join(f'`{s.name}`' for s in settings_done)}. Their records are in the set (and its "
+                    "manifest); this page does not table this experiment yet.", ""]
+    return out
+
+
 def _unpin_config_path(readme: Path, wt: Path, config: str) -> None:
     """The page names the config as the repository does, not by the worktree's absolute path."""
     write_text(readme, readme.read_text().replace(str(wt / config), config))
@@ -131,9 +249,10 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         f"- records are made by the pinned commit through its own workflow (`make campaign`: Snakemake targeted "
         f"at one setting's per-seed records); tables, fits, figures and this page were built from them by "
         f"commit `{page_commit}`; `python -m algo_emu manifest verify {set_dir}` checks every file",
-        "- not in the campaign yet: the essay's claims (E6). Its verdicts count only from a trained model within "
-        f"10 % of the Bayes-optimal ridge at the longest context; measured so far: {essay_bar_summary(root)}; "
-        "E5 needs no training (its constructions are exact at every scale)",
+        "- the essay's claims (E6) are one setting, its whole DAG at the config's essay scale; they count only "
+        "where its trained model is within 10 % of the Bayes-optimal ridge at the longest context (before the "
+        f"campaign, `benchmarks/essay_bar.py` measured: {essay_bar_summary(root)}); "
+        "E5 is not a campaign setting: it needs no training (its constructions are exact at every scale)",
         "", "Moves of the campaign:", "", *moves, "",
         "Settings in priority order:", "", *table, "",
     ]
@@ -188,10 +307,12 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                         "figures/prompt_length_vs_mse.*"):
             for f in set_dir.glob(pattern):
                 f.unlink()
+    others = other_sections(set_dir, rows, cfg, Path(state["config"]).name)
     if e1_metrics:
         heads.reference_report(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
-                               metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page")
+                               metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page",
+                               sections=others)
         _unpin_config_path(set_dir / "README.md", wt, state["config"])
     else:
         write_text(set_dir / "README.md", "# The paper's scale: the campaign's committed set\n\n" + "\n".join(pre)
-                   + "\nNo E1 setting is done yet.\n")
+                   + "\nNo E1 setting is done yet.\n\n" + "\n".join(others))

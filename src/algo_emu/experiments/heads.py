@@ -354,13 +354,15 @@ def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
 
 
 def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, metrics: list[str] | None = None,
-                     preamble: list[str] | None = None, rebuild: str | None = None) -> dict:
+                     preamble: list[str] | None = None, rebuild: str | None = None,
+                     sections: list[str] | None = None) -> dict:
     """Tables, fit, figures and a Markdown report of a committed reference set (``<ref_dir>/heads/<protocol>/runs/``).
 
     Builds from whatever settings are there and names the missing ones; records of different configurations
     are reported as MIXED, never silently averaged together. ``metrics``: only these records (a campaign
     passes the settings its pinned commit made or adopted; the others count as missing); ``preamble``:
-    Markdown lines after the title; ``rebuild``: the command that rebuilds the page."""
+    Markdown lines after the title; ``rebuild``: the command that rebuilds the page; ``sections``: Markdown
+    lines after E1's (other experiments of the same set), before the verdict rules."""
     from algo_emu.config import load_config
     from algo_emu.io import write_text
     from algo_emu.report import replication as rep
@@ -397,7 +399,7 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, m
             r.verdict = "incomplete: no verdict yet"
             r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
                         f"partial sweep is not a result. {r.reason}")
-    frame = pd.DataFrame([{k: v for k, v in rep.asdict(r).items() if k in rep.COLUMNS} for r in rows], columns=rep.COLUMNS)
+    frame = rep.rows_frame(rows)
     settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
     wanted = settings(params)
     missing = [st for st in wanted if st not in settings_done]
@@ -466,7 +468,7 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, m
     lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
     if (figures / "prompt_length_vs_mse.png").exists():
         lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
-    lines += ["## Verdict rules", "", rep.RULES]
+    lines += [*(sections or []), "## Verdict rules", "", rep.RULES]
     write_text(ref / "README.md", "\n".join(lines) + "\n")
     return {"missing": missing, "present": settings_done}
 

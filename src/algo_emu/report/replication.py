@@ -843,8 +843,7 @@ def build(tables_dir: str | Path, config: Mapping, config_name: str, essay: str 
         rows += fn(tables, config, config_name)
     if essay:
         rows += essay_rows(Path(essay), config)
-    frame = pd.DataFrame([{k: v for k, v in asdict(r).items() if k in COLUMNS} for r in rows], columns=COLUMNS)
-    return frame
+    return rows_frame(rows)
 
 
 def _num(x: Any) -> str:
@@ -883,28 +882,39 @@ def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[s
         sub = frame[frame.experiment == key]
         if sub.empty:
             continue
-        scales = sorted(set(sub.scale) - {""})
-        lines += [f"## {title}", ""]
-        for s in scales:
-            lines.append(f"Scale: {s}  ")
-        lines.append("")
-        lines.append("| claim | setting | paper | comparable | corrected | learned | verdict | why |")
-        lines.append("|---|---|---|---|---|---|---|---|")
-        for rec in sub.to_dict("records"):
-            comp = (_num(rec["comparable_mean"]) + _ci(rec["comparable_ci_low"], rec["comparable_ci_high"])) or "--"
-            corr = (_num(rec["corrected_mean"]) + _ci(rec["corrected_ci_low"], rec["corrected_ci_high"])) or "--"
-            lines.append("| " + " | ".join(_cell(x) for x in [
-                rec["claim"], rec["setting"], rec["paper"], comp, corr, str(rec["learned"]).split(":")[0],
-                f"**{rec['verdict']}**", rec["reason"]]) + " |")
-        modes = sorted(set(sub.comparable_mode) - {"", "not available"})
-        cmodes = sorted(set(sub.corrected_mode) - {"", "not available"})
-        lines.append("")
-        if modes:
-            lines.append("Comparable mode: " + "; ".join(modes) + ".  ")
-        if cmodes:
-            lines.append("Corrected mode: " + "; ".join(cmodes) + ".")
-        lines.append("")
+        lines += [f"## {title}", "", *rows_markdown(sub)]
     return "\n".join(lines) + "\n"
+
+
+def rows_frame(rows: Sequence[Row]) -> pd.DataFrame:
+    """Rows as the report's table (its columns, in order)."""
+    return pd.DataFrame([{k: v for k, v in asdict(r).items() if k in COLUMNS} for r in rows], columns=COLUMNS)
+
+
+def rows_markdown(sub: pd.DataFrame) -> list[str]:
+    """One experiment's rows as the report prints them: its scale, the table, the modes' meanings."""
+    lines = []
+    scales = sorted(set(sub.scale) - {""})
+    for s in scales:
+        lines.append(f"Scale: {s}  ")
+    lines.append("")
+    lines.append("| claim | setting | paper | comparable | corrected | learned | verdict | why |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for rec in sub.to_dict("records"):
+        comp = (_num(rec["comparable_mean"]) + _ci(rec["comparable_ci_low"], rec["comparable_ci_high"])) or "--"
+        corr = (_num(rec["corrected_mean"]) + _ci(rec["corrected_ci_low"], rec["corrected_ci_high"])) or "--"
+        lines.append("| " + " | ".join(_cell(x) for x in [
+            rec["claim"], rec["setting"], rec["paper"], comp, corr, str(rec["learned"]).split(":")[0],
+            f"**{rec['verdict']}**", rec["reason"]]) + " |")
+    modes = sorted(set(sub.comparable_mode) - {"", "not available"})
+    cmodes = sorted(set(sub.corrected_mode) - {"", "not available"})
+    lines.append("")
+    if modes:
+        lines.append("Comparable mode: " + "; ".join(modes) + ".  ")
+    if cmodes:
+        lines.append("Corrected mode: " + "; ".join(cmodes) + ".")
+    lines.append("")
+    return lines
 
 
 def write(tables_dir: str | Path, config: Mapping, config_name: str, out_md: str | Path, out_csv: str | Path,
