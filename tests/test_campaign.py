@@ -281,7 +281,7 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
 # The page's other experiments: E4 and the essay from their done settings (records of the reference set)
 # ---------------------------------------------------------------------------------------------------------
 
-def test_page_sections_table_e4_and_gate_the_essay_from_their_done_settings(tmp_path):
+def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the_essay(tmp_path):
     import pandas as pd
 
     from algo_emu import campaign_page as page
@@ -328,6 +328,20 @@ def test_page_sections_table_e4_and_gate_the_essay_from_their_done_settings(tmp_
     assert not [line for line in learned.split("## E6", 1)[1].splitlines()
                 if "**did not learn**" in line and line.startswith("| ")]
 
+    # E3 and E2: the done settings only; a (mode, H) waits until its H is done in every done mode
+    for exp in ("statistical", "theorem31"):
+        shutil.copytree(ref / exp, d / exp)
+    done3 = [cp.statistical_setting(m, H, seeds) for m, H in (("fitted", 6), ("reference_code", 6), ("fitted", 1))]
+    t31 = cp.theorem31_setting(60, seeds)
+    more = "\n".join(page.other_sections(d, [(s, "done", {}, None) for s in (*done3, t31)], cfg, "reference.yaml"))
+    assert set(pd.read_csv(d / "tables/statistical_emulation.csv").heads) == {6}
+    assert set(pd.read_csv(d / "tables/f_emulation.csv").p) == {60}
+    assert "statistical/fitted_H1 (made; tabled once its H is done in every mode)" in more
+    e3 = more.split("## E3", 1)[1].split("## E2", 1)[0]
+    assert "| lasso, H=1 |" in e3 and "**missing from this set**" in e3
+    assert (d / "figures/statistical_heads.png").is_file() and (d / "figures/f_emulation.png").is_file()
+
     # an experiment with no done setting left keeps no derived table or figure
     assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x") == []
     assert not list(d.glob("tables/ames*")) and not list(d.glob("figures/ames*")) and not list(d.glob("figures/essay*"))
+    assert not list(d.glob("tables/statistical*")) and not list(d.glob("tables/f_*")) and not list(d.glob("figures/f_*"))

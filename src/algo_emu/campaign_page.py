@@ -53,7 +53,78 @@ DERIVED = {
     "ames": ("tables/ames.*", "tables/ames_runs.*", "tables/ames_ablation.*", "figures/ames.*",
              "figures/ames_ablation.*"),
     "essay": ("figures/essay_icl.*",),
+    "statistical": ("tables/statistical_emulation.*", "tables/statistical_runs.*", "tables/statistical_ablation.*",
+                    "tables/statistical_ablation_runs.*", "figures/statistical_heads.*"),
+    "theorem31": ("tables/f_emulation.*", "tables/f_gd_step.*", "tables/f_emulation_ablation.*",
+                  "tables/f_emulation_ablation_runs.*", "tables/theorem31_runs.*", "figures/f_emulation.*"),
 }
+
+
+def _records(set_dir: Path, done: list, part: str = "") -> list[str]:
+    """The done settings' record paths in the set (``part``: only those whose path holds it)."""
+    return [str(set_dir / s.set_path(r)) for s in done for r in s.records if part in r]
+
+
+def _section(title: str, done: list, left: list[str], rows: list, tables: list[Path], figures: list[str]) -> list[str]:
+    """An experiment's section: what is done and left, the report's rows for it, its tables and figures."""
+    from algo_emu.report import replication as rep
+
+    for r in rows:
+        if r.verdict in ("not run at this scale", "not available"):  # tables hold the done settings only
+            r.verdict, r.reason = "missing from this set", "not yet made at the pinned commit (`make campaign` runs it)"
+        elif left:
+            r.reason = f"{r.reason}; from the settings done only ({len(left)} of this experiment's not done yet)"
+    out = [f"## {title} from the settings done", "",
+           f"Done: {', '.join(f'`{s.name}`' for s in done)}" + (f"; not done yet: {', '.join(left)}" if left else "")
+           + ". Each setting's models and their weight-blind baselines were trained by the pinned commit's own jobs; "
+           "the tables below are that experiment's own aggregation of their per-seed records.", "",
+           "### The paper's claims beside ours (verdict rules below)", "", *rep.rows_markdown(rep.rows_frame(rows)),
+           "### Tables", ""]
+    for t in tables:
+        out += [t.with_suffix(".md").read_text(), ""]
+    return out + ["### Figures", "", *[f"![{f}](figures/{f}.png)\n" for f in figures]]
+
+
+def statistical_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list[str]:
+    """E3 from its done (mode, H) settings: ``statistical aggregate``'s tables and figure, the report's E3 rows."""
+    from algo_emu.experiments import statistical as st
+    from algo_emu.report import replication as rep
+
+    t = set_dir / "tables"
+    # the table is every (mode, H) of its modes and H values: the done modes at the H values done in each of them
+    by_mode: dict[str, set[int]] = {}
+    for s in done:
+        mode, H = s.name.split("/", 1)[1].rsplit("_H", 1)
+        by_mode.setdefault(mode, set()).add(int(H))
+    heads = sorted(set.intersection(*by_mode.values()))
+    tabled = [s for s in done if int(s.name.rsplit("_H", 1)[1]) in heads]
+    left = left + [f"{s.name} (made; tabled once its H is done in every mode)" for s in done if s not in tabled]
+    params = dict(cfg["statistical"], modes=[m for m in cfg["statistical"]["modes"] if m in by_mode], heads_sweep=heads)
+    done = tabled
+    st.aggregate(params, _records(set_dir, done), str(t / "statistical_runs.csv"),
+                 str(t / "statistical_emulation.csv"), str(t / "statistical_ablation.csv"),
+                 str(t / "statistical_ablation_runs.csv"))
+    st.figure(str(t / "statistical_emulation.csv"), str(t / "statistical_runs.csv"),
+              str(set_dir / "figures/statistical_heads"))
+    return _section("E3", done, left, rep.e3_rows(t, cfg, config_name),
+                    [t / "statistical_emulation.csv", t / "statistical_ablation.csv"], ["statistical_heads"])
+
+
+def theorem31_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list[str]:
+    """E2 from its done prompt lengths: ``theorem31 aggregate``'s tables and figure, the report's E2 rows."""
+    from algo_emu.experiments import theorem31 as t31
+    from algo_emu.report import replication as rep
+
+    t = set_dir / "tables"
+    params = dict(cfg["theorem31"], p_sweep=sorted(int(s.name.split("/p", 1)[1]) for s in done))
+    t31.aggregate(params, _records(set_dir, done, "/runs/"), str(t / "theorem31_runs.csv"),
+                  str(t / "f_emulation.csv"), str(t / "f_gd_step.csv"), _records(set_dir, done, "/blind/"),
+                  str(t / "f_emulation_ablation.csv"), str(t / "f_emulation_ablation_runs.csv"))
+    t31.figure(str(t / "f_emulation.csv"), str(t / "f_gd_step.csv"), str(t / "theorem31_runs.csv"),
+               str(set_dir / "figures/f_emulation"))
+    return _section("E2", done, left, rep.e2_rows(t, cfg, config_name),
+                    [t / "f_emulation.csv", t / "f_gd_step.csv", t / "f_emulation_ablation.csv"], ["f_emulation"])
+
 
 
 def _drop(set_dir: Path, patterns) -> None:
@@ -134,29 +205,30 @@ def essay_section(set_dir: Path, cfg: dict, config_name: str) -> list[str]:
             "The float64 equivalences the essay's claims build on (no training): `tables/essay_equivalences.md`.", ""]
 
 
-SECTIONS = {"ames": ames_section}
-
-
 def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> list[str]:
-    """The sections of every experiment but E1 with a done setting, in the campaign's priority order; an
-    experiment with done settings and no section here is named, its records kept but not tabled."""
+    """The sections of every experiment but E1 with a done setting, in the campaign's priority order, each
+    from its done settings only; an experiment with none keeps no derived table or figure."""
     done: dict[str, list] = {}
+    left: dict[str, list[str]] = {}
     for s, st, _, _ in rows:
-        if s.experiment != "heads" and st in ("done", "adopted"):
-            done.setdefault(s.experiment, []).append(s)
+        if s.experiment != "heads":
+            (done.setdefault(s.experiment, []).append(s) if st in ("done", "adopted")
+             else left.setdefault(s.experiment, []).append(s.name))
     out: list[str] = []
-    for exp in ("essay", "ames"):
+    for exp in DERIVED:
         if exp not in done:
             _drop(set_dir, DERIVED[exp])
     for exp, settings_done in done.items():
         if exp == "essay":
             out += essay_section(set_dir, cfg, config_name)
-        elif exp in SECTIONS:
-            out += SECTIONS[exp](set_dir, settings_done, cfg, config_name)
+        elif exp == "ames":
+            out += ames_section(set_dir, settings_done, cfg, config_name)
         else:
-            out += [f"## {exp} from the settings done", "",
-                    f"Done: {', '.join(f'`{s.name}`' for s in settings_done)}. Their records are in the set (and its "
-                    "manifest); this page does not table this experiment yet.", ""]
+            _drop(set_dir, DERIVED[exp])
+            (set_dir / "tables").mkdir(parents=True, exist_ok=True)
+            (set_dir / "figures").mkdir(parents=True, exist_ok=True)
+            section = statistical_section if exp == "statistical" else theorem31_section
+            out += section(set_dir, settings_done, cfg, config_name, left.get(exp, []))
     return out
 
 
