@@ -343,9 +343,11 @@ def _last_call(root: Path, s, entry: dict) -> dict:
 
 def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict]]) -> str | None:
     """One row of the README's check table: a done setting against the benchmark made by its code on its CPU."""
+    from algo_emu import campaign as cp
+
     call = _last_call(root, s, entry)
     code = entry.get("code_version")
-    with_row = [(p, b) for p, b in benches if s.name in b.get("settings", {})]
+    with_row = [(p, b) for p, b in benches if cp.predicted_from_benchmark(s, b) is not None]
     if not with_row:
         return None
     same_code = [(p, b) for p, b in with_row if b.get("environment", {}).get("code_version") == code]
@@ -353,7 +355,7 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
              if b.get("environment", {}).get("hardware", {}).get("cpu_model") == call["cpu"]]
     path, b = (match or same_code or with_row)[0]
     share = call["epochs"] / call["of"] if call["epochs"] else 1.0
-    pred = float(b["settings"][s.name]["predicted_seconds"]) * share
+    pred = cp.predicted_from_benchmark(s, b) * share
     meas = call["seconds"]
     if not same_code:
         verdict = "other code: not a check"
