@@ -87,10 +87,10 @@ def predict_hours(bench: dict, cfg: dict) -> dict:
     # E4: model and baseline per mode (each row is its own job)
     for r in _rows(bench, "ames") + _rows(bench, "ames", "blind"):
         add("E4 ames", r["measured"]["job_seconds"], f"ames/{r['shape']['setting']['mode']}", r["measured"]["steps_per_job"])
-    # E6: each depth's variants, per seed
+    # E6: each depth's variants, per seed; the campaign's one essay setting is its whole DAG
     for r in _rows(bench, "essay"):
         for _ in range(r["shape"]["seeds"]):
-            add("E6 essay", r["measured"]["job_seconds"], steps=r["measured"]["steps_per_job"])
+            add("E6 essay", r["measured"]["job_seconds"], "essay", r["measured"]["steps_per_job"])
     total = sum(e["hours"] for e in exps.values())
     return {"experiments": exps, "jobs": sum(e["jobs"] for e in exps.values()), "hours": total,
             "steps": sum(e["steps"] for e in exps.values()),

@@ -625,6 +625,37 @@ def block_essay_claims(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def block_essay_claims_paper(root: Path) -> str:
+    """The essay's claims at config/config.yaml's scale, from the paper-scale set, with the report's verdicts
+    (gated on the main model's distance to the Bayes-optimal ridge), or that the setting is not done yet."""
+    from algo_emu import campaign as cp
+    from algo_emu.essay import claims as ec
+    from algo_emu.report import replication as rep
+
+    tables = root / PAPER / "tables"
+    state = cp.load_state(root / PAPER)
+    if state["settings"].get("essay", {}).get("status") != "done" or not (tables / "essay_claims.csv").is_file():
+        return "- not done yet: the campaign's `essay` setting (`make campaign`) makes it\n"
+    cfg = _config(root, "config/config.yaml")
+    check = ec.learning_check(pd.read_csv(tables / "essay_curves.csv"))
+    rows = rep.essay_rows(tables / "essay_claims.csv", cfg)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    e = state["settings"]["essay"]
+    lines = [f"Made by the campaign at `{str(e['commit'])[:10]}` on {e['hardware'].get('cpu_model')} "
+             f"({_hours(e['wall_seconds'])}); the gate: {check['text']} "
+             f"({'learned: the trained rows count' if check['learned'] == 'yes' else 'did not learn: no trained row counts'}). "
+             "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".", "",
+             "| claim (as we test it) | the essay | measured [95 % CI] | verdict |", "|---|---|---|---|"]
+    for r in rows:
+        m = "--" if pd.isna(r.comparable_mean) else _g(r.comparable_mean)
+        if not pd.isna(r.comparable_mean) and not pd.isna(r.comparable_ci_low):
+            m += f" [{_g(r.comparable_ci_low)}, {_g(r.comparable_ci_high)}]"
+        lines.append(f"| {str(r.claim).replace('|', '/')} | {str(r.paper).replace('|', '/')} | {m} | {r.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
 def block_essay_equivalences(root: Path) -> str:
     e = pd.read_csv(_refset_tables(root) / "essay_equivalences.csv")
 
@@ -947,6 +978,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "reference-cost": block_reference_cost,
     "paper-e1-curves": block_paper_e1_curves,
     "essay-claims": block_essay_claims,
+    "essay-claims-paper": block_essay_claims_paper,
     "essay-equivalences": block_essay_equivalences,
     "essay-cost": block_essay_cost,
     "gpu-fit": block_gpu_fit,
