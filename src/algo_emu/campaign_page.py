@@ -90,7 +90,7 @@ def statistical_section(set_dir: Path, done: list, cfg: dict, config_name: str, 
     from algo_emu.experiments import statistical as st
     from algo_emu.report import replication as rep
 
-    t = set_dir / "tables"
+    t, _ = _fresh(set_dir, "statistical")
     # the table is every (mode, H) of its modes and H values: the done modes at the H values done in each of them
     by_mode: dict[str, set[int]] = {}
     for s in done:
@@ -115,7 +115,7 @@ def theorem31_section(set_dir: Path, done: list, cfg: dict, config_name: str, le
     from algo_emu.experiments import theorem31 as t31
     from algo_emu.report import replication as rep
 
-    t = set_dir / "tables"
+    t, _ = _fresh(set_dir, "theorem31")
     params = dict(cfg["theorem31"], p_sweep=sorted(int(s.name.split("/p", 1)[1]) for s in done))
     t31.aggregate(params, _records(set_dir, done, "/runs/"), str(t / "theorem31_runs.csv"),
                   str(t / "f_emulation.csv"), str(t / "f_gd_step.csv"), _records(set_dir, done, "/blind/"),
@@ -133,20 +133,26 @@ def _drop(set_dir: Path, patterns) -> None:
             f.unlink()
 
 
+def _fresh(set_dir: Path, experiment: str) -> tuple[Path, Path]:
+    """An experiment's derived files removed before its section writes them anew; (tables, figures) folders."""
+    _drop(set_dir, DERIVED[experiment])
+    tables, figures = set_dir / "tables", set_dir / "figures"
+    tables.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    return tables, figures
+
+
 def ames_section(set_dir: Path, done: list, cfg: dict, config_name: str) -> list[str]:
     """E4 from its done modes: ``ames aggregate``'s tables, ``ames figure``'s figures (where every done mode's
     predictions are in the set), and the replication report's E4 rows; a mode not done yet is named."""
     from algo_emu.experiments import ames
     from algo_emu.report import replication as rep
 
-    tables, figures = set_dir / "tables", set_dir / "figures"
+    tables, figures = _fresh(set_dir, "ames")
     by_mode = {s.name.split("/", 1)[1]: s for s in done}
     modes = [m for m in cfg["ames"]["modes"] if m in by_mode]
     left = [m for m in cfg["ames"]["modes"] if m not in by_mode]
     metrics = [str(set_dir / by_mode[m].set_path(r)) for m in modes for r in by_mode[m].records]
-    _drop(set_dir, DERIVED["ames"])
-    tables.mkdir(parents=True, exist_ok=True)
-    figures.mkdir(parents=True, exist_ok=True)
     ames.aggregate(modes, metrics, tables / "ames.csv", tables / "ames_runs.csv", tables / "ames_ablation.csv")
     preds = [set_dir / "ames" / m / "predictions.csv" for m in modes]
     rows = rep.e4_rows(tables, cfg, config_name)
@@ -181,9 +187,8 @@ def essay_section(set_dir: Path, cfg: dict, config_name: str) -> list[str]:
     from algo_emu.plots import essay as pe
     from algo_emu.report import replication as rep
 
-    tables, figures = set_dir / "tables", set_dir / "figures"
+    tables, figures = _fresh(set_dir, "essay")
     claims, curves = tables / "essay_claims.csv", tables / "essay_curves.csv"
-    _drop(set_dir, DERIVED["essay"])
     missing = [p.name for p in (claims, curves, tables / "essay_equivalences.csv") if not p.is_file()]
     if missing:
         return ["## E6 (the essay) from the setting done", "",
@@ -191,7 +196,6 @@ def essay_section(set_dir: Path, cfg: dict, config_name: str) -> list[str]:
                 "that made the records).", ""]
     check = ec.learning_check(pd.read_csv(curves))
     rows = rep.essay_rows(claims, cfg)
-    figures.mkdir(parents=True, exist_ok=True)
     pe.plot_icl(pd.read_csv(curves), cfg["essay"], figures / "essay_icl")
     e = cfg["essay"]
     return ["## E6 (the essay) from the setting done", "",
@@ -224,9 +228,6 @@ def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> li
         elif exp == "ames":
             out += ames_section(set_dir, settings_done, cfg, config_name)
         else:
-            _drop(set_dir, DERIVED[exp])
-            (set_dir / "tables").mkdir(parents=True, exist_ok=True)
-            (set_dir / "figures").mkdir(parents=True, exist_ok=True)
             section = statistical_section if exp == "statistical" else theorem31_section
             out += section(set_dir, settings_done, cfg, config_name, left.get(exp, []))
     return out

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -613,15 +614,20 @@ def block_paper_e1_curves(root: Path) -> str:
     return ("\n".join(lines) or "- no learning curve in the committed E1 records") + "\n"
 
 
+ESSAY_CLAIMS_HEAD = ["| claim (as we test it) | the essay | measured [95 % CI] | verdict |", "|---|---|---|---|"]
+
+
+def _essay_claim_line(claim, essay, measured, lo, hi, verdict) -> str:
+    m = "--" if pd.isna(measured) else _g(measured)
+    if not pd.isna(measured) and not pd.isna(lo):
+        m += f" [{_g(lo)}, {_g(hi)}]"
+    return f"| {str(claim).replace('|', '/')} | {str(essay).replace('|', '/')} | {m} | {str(verdict).replace('|', '/')} |"
+
+
 def block_essay_claims(root: Path) -> str:
     c = pd.read_csv(_refset_tables(root) / "essay_claims.csv")
-    lines = ["| claim (as we test it) | the essay | measured [95 % CI] | verdict |", "|---|---|---|---|"]
-    for r in c.itertuples():
-        m = "--" if pd.isna(r.measured) else _g(r.measured)
-        if not pd.isna(r.measured) and not pd.isna(r.ci_low):
-            m += f" [{_g(r.ci_low)}, {_g(r.ci_high)}]"
-        lines.append(f"| {str(r.claim).replace('|', '/')} | {str(r.essay_prediction).replace('|', '/')} | {m} | "
-                     f"{str(r.verdict).replace('|', '/')} |")
+    lines = ESSAY_CLAIMS_HEAD + [_essay_claim_line(r.claim, r.essay_prediction, r.measured, r.ci_low, r.ci_high,
+                                                   r.verdict) for r in c.itertuples()]
     return "\n".join(lines) + "\n"
 
 
@@ -639,20 +645,14 @@ def block_essay_claims_paper(root: Path) -> str:
     cfg = _config(root, "config/config.yaml")
     check = ec.learning_check(pd.read_csv(tables / "essay_curves.csv"))
     rows = rep.essay_rows(tables / "essay_claims.csv", cfg)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    counts = Counter(r.verdict for r in rows)
     e = state["settings"]["essay"]
     lines = [f"Made by the campaign at `{str(e['commit'])[:10]}` on {e['hardware'].get('cpu_model')} "
              f"({_hours(e['wall_seconds'])}); the gate: {check['text']} "
              f"({'learned: the trained rows count' if check['learned'] == 'yes' else 'did not learn: no trained row counts'}). "
-             "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".", "",
-             "| claim (as we test it) | the essay | measured [95 % CI] | verdict |", "|---|---|---|---|"]
-    for r in rows:
-        m = "--" if pd.isna(r.comparable_mean) else _g(r.comparable_mean)
-        if not pd.isna(r.comparable_mean) and not pd.isna(r.comparable_ci_low):
-            m += f" [{_g(r.comparable_ci_low)}, {_g(r.comparable_ci_high)}]"
-        lines.append(f"| {str(r.claim).replace('|', '/')} | {str(r.paper).replace('|', '/')} | {m} | {r.verdict} |")
+             "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".", "", *ESSAY_CLAIMS_HEAD]
+    lines += [_essay_claim_line(r.claim, r.paper, r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high,
+                                r.verdict) for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -450,7 +450,7 @@ def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, m
         lines.append(f"- {rec['protocol']} H={rec['heads']} target={rec['target']}: MSE {rec['mse_mean']:.4g} vs "
                      f"Var(Y) {rec['target_var_mean']:.4g} (ratio {rec['mse_mean'] / rec['target_var_mean']:.3g})")
     lines += ["", "## The paper's numbers beside ours (verdict rules below)", "",
-              rep.render_markdown(frame, Path(config_path).name).split("\n## ", 1)[-1].split("\n", 1)[-1], "",
+              "\n".join(["", *rep.rows_markdown(frame)]) + "\n", "",
               "## Fits", ""]
     for key in ("published", "independent", "paper"):
         f = fits.get(key)
