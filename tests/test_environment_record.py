@@ -35,3 +35,58 @@ def test_hardware_without_a_device_is_torch_free():
     code = ("import sys; from algo_emu.runtime import hardware; h = hardware(); "
             "assert 'torch' not in sys.modules and h['cpu_count'] >= 1, h")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------- denormals
+
+_FLUSH_PROBE = """
+import json, os, sys, torch
+from algo_emu import runtime
+order = sys.argv[1]
+torch.set_num_threads(2)
+if order == "pool first":  # a multi-threaded op before the flag: the worker threads exist without it
+    torch.ones(1 << 22).mul_(2)
+requested = runtime.flush_denormals()
+x = torch.full((1 << 21,), 0x00400000, dtype=torch.int32).view(torch.float32)  # 5.9e-39, from its bits
+print(json.dumps({"requested": requested, "flushed": runtime.denormals_flushed(),
+                  "left": int(torch.count_nonzero(x * 0.5))}))
+"""
+
+
+def _probe(order: str, env_value: str | None) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != runtime.FLUSH_ENV}
+    if env_value is not None:
+        env[runtime.FLUSH_ENV] = env_value
+    out = subprocess.run([sys.executable, "-c", _FLUSH_PROBE, order], env=env, capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def test_denormals_flushed_in_every_worker_thread_only_when_set_before_the_pool_starts():
+    """Set before the first multi-threaded op (what the command line does), every thread flushes: a 2M-value
+    tensor of denormals halved comes back all zero. Set after (negative control), the workers made before it
+    keep their denormals and denormals_flushed says so; ALGO_EMU_FLUSH_DENORMALS=0 turns it off."""
+    assert _probe("flag first", None) == {"requested": True, "flushed": True, "left": 0}
+    late = _probe("pool first", None)
+    assert late["requested"] is True and late["flushed"] is False and late["left"] > 0
+    off = _probe("flag first", "0")
+    assert off == {"requested": False, "flushed": False, "left": 1 << 21}
+
+
+def test_a_compute_step_of_the_command_line_records_flushed_denormals(tmp_path):
+    """An experiment step taking --threads flushes before it computes, and its records say so."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from algo_emu import cli, runtime; from algo_emu.runner import Runner; "
+            "step = cli.Step('probe', '', lambda device_spec, threads: print(json.dumps("
+            "Runner(device_spec, threads).environment()['flush_denormals'])), cli.RUNTIME); "
+            "import argparse; ns = argparse.Namespace(device_spec='cpu', threads=2); cli._run_step(step, ns)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) is True

@@ -45,6 +45,7 @@ REF = Path("results/reference/reference-scale")
 PAPER = Path("results/reference/paper-scale")
 ENGINE = Path("benchmarks/engine.json")
 ATTENTION_BENCH = Path("benchmarks/attention.json")
+DENORMAL_BENCH = Path("benchmarks/denormals.json")
 PAPER_BENCH = Path("benchmarks/paper_scale.json")
 
 BLOCK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
@@ -527,6 +528,26 @@ def block_attention_kernel(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def block_denormals(root: Path) -> str:
+    path = root / DENORMAL_BENCH
+    if not path.is_file():
+        return f"**TODO:** `{DENORMAL_BENCH}` is not committed yet (`python benchmarks/denormals.py`).\n"
+    b = read_json(path)
+    lines = ["| shape | steps | ms/step, flushed | ms/step, not flushed | not flushed / flushed | losses of the two runs |",
+             "|---|---:|---:|---:|---:|---|"]
+    for key, r in b["rows"].items():
+        same = "bit-identical" if r["losses_bit_identical"] else (
+            f"differ from step {r['first_step_losses_differ']} (largest relative difference "
+            f"{r['max_relative_loss_difference']:.1e})")
+        lines.append(f"| {key} | {r['steps']} | {_g(r['last_quarter_ms_flushed'])} | "
+                     f"{_g(r['last_quarter_ms_not_flushed'])} | {_g(r['slowdown_not_flushed'], 2)}x | {same} |")
+    lines += ["", f"Each shape trained twice from the same initialisation on the same batches, each run in its own "
+                  f"process; ms/step: median over the last quarter of the steps; {b['hardware']}, {b['threads']} "
+                  f"threads, commit {b['commit']}; load: {b['load_note']}; `python benchmarks/denormals.py "
+                  f"{' '.join(b['argv'])}`."]
+    return "\n".join(lines) + "\n"
+
+
 def _refset_tables(root: Path) -> Path:
     return root / REF / "tables"
 
@@ -972,6 +993,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "paper-scale-cost": block_paper_scale_cost,
     "speed": block_speed,
     "attention-kernel": block_attention_kernel,
+    "denormals": block_denormals,
     "kernel-by-cpu": block_kernel_by_cpu,
     "essay-bar": block_essay_bar,
     "reference-results": block_reference_results,

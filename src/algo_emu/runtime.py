@@ -66,6 +66,39 @@ def code_version() -> str:
     return f"algo_emu {__version__} src {source_digest()[:16]}"
 
 
+#: ``0`` turns flushing off (records then say ``flush_denormals: false``); anything else, or unset: on.
+FLUSH_ENV = "ALGO_EMU_FLUSH_DENORMALS"
+
+
+def flush_denormals() -> bool:
+    """Flush denormal floats to zero (x86 FTZ/DAZ) in the calling thread, unless ``ALGO_EMU_FLUSH_DENORMALS=0``;
+    returns whether it was requested.
+
+    Why: once training sharpens a softmax or shrinks a gradient, values below 1.2e-38 (float32) appear, and
+    every operation that touches one runs in microcode, many times slower, and a run slows down as it trains
+    (measured: ``benchmarks/denormals.py``). Flushed, such a value is 0, which
+    changes a result only where a denormal would have reached it (below float32's smallest normal number).
+    The setting belongs to a thread; torch's and the attention kernel's worker threads copy it from the thread
+    that creates them, so call this before the first multi-threaded operation of the process (the command
+    line does, for every experiment step). :func:`denormals_flushed` checks every worker thread."""
+    import torch
+
+    on = os.environ.get(FLUSH_ENV, "1").strip() != "0"
+    torch.set_flush_denormal(on)
+    return on
+
+
+def denormals_flushed() -> bool:
+    """Whether torch's intra-op threads all flush denormals: a tensor of denormals large enough for every
+    thread to take a share, halved, must come back all zero (one thread that does not flush leaves its share)."""
+    import torch
+
+    n = max(1 << 20, (1 << 18) * torch.get_num_threads())
+    # made from its bits (0x00400000 = 5.9e-39): converting a Python float would itself be flushed
+    x = torch.full((n,), 0x00400000, dtype=torch.int32).view(torch.float32)
+    return bool(torch.count_nonzero(x * 0.5).item() == 0)
+
+
 _GPU_LOCKS: dict[int, object] = {}  # held open for the life of the process
 
 
@@ -205,6 +238,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
+        "flush_denormals": denormals_flushed() if device.type == "cpu" else None,
         "hostname": platform.node(),
         "git_commit": git_commit(),
         "git_dirty": git_dirty(),

@@ -27,7 +27,9 @@ uninterrupted run, because the data order of epoch t is a function of
 A checkpoint is resumed only by the run that wrote it: its fingerprint is the
 caller's (config) fingerprint plus :func:`algo_emu.runtime.code_version` (package
 version and a digest of the source defining the model, the data, the tasks and
-the loss), so a checkpoint written before a code change is ignored. The last
+the loss), and on the CPU whether denormals are flushed to zero
+(:func:`algo_emu.runtime.flush_denormals`), so a checkpoint written before a code change, or under the
+other arithmetic, is ignored. The last
 checkpoint of a run is marked ``final`` and is never resumed either: rerunning a
 finished setting (``--forcerun``, or after any change) trains it again from
 scratch instead of loading the old weights and training 0 epochs.
@@ -47,7 +49,7 @@ import torch
 
 from algo_emu.io import save_torch
 from algo_emu.rng import torch_stream
-from algo_emu.runtime import code_version
+from algo_emu.runtime import code_version, denormals_flushed
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +225,9 @@ def train_ensemble(
     result = TrainResult()
     start_epoch = 0
     ckpt = Path(checkpoint) if checkpoint else None
-    fingerprint = f"{fingerprint}|{code_version()}"
+    # flushed denormals change the arithmetic (below float32's smallest normal number): never resume across it
+    fingerprint = f"{fingerprint}|{code_version()}" + (
+        "|denormals flushed" if device.type == "cpu" and denormals_flushed() else "")
     if ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         if state.get("final"):
