@@ -543,8 +543,15 @@ def block_denormals(root: Path) -> str:
                      f"{_g(r['last_quarter_ms_not_flushed'])} | {_g(r['slowdown_not_flushed'], 2)}x | {same} |")
     lines += ["", f"Each shape trained twice from the same initialisation on the same batches, each run in its own "
                   f"process; ms/step: median over the last quarter of the steps; {b['hardware']}, {b['threads']} "
-                  f"threads, commit {b['commit']}; load: {b['load_note']}; `python benchmarks/denormals.py "
-                  f"{' '.join(b['argv'])}`."]
+                  f"threads, commit {b['commit']}; load: {b['load_note']}; made by "
+                  + "; ".join(f"`python benchmarks/denormals.py {' '.join(a)}`"
+                              for a in dict.fromkeys(tuple(r.get("argv", b["argv"])) for r in b["rows"].values()))
+                  + "."]
+    left = {k: sum(r["denormal_values_not_flushed"][x] for x in ("parameters", "gradients", "adam_state"))
+            for k, r in b["rows"].items()}
+    if not any(left.values()):
+        lines[-1] += (" At the end of every unflushed run no parameter, gradient or Adam value is denormal: what costs "
+                      "the time are values made and used inside a step.")
     return "\n".join(lines) + "\n"
 
 
