@@ -20,7 +20,7 @@ from algo_emu.experiments import statistical as e3
 from algo_emu.frozen import parameter_digest
 from algo_emu.io import atomic_path, clean_stale_temps, save_torch, sha256_file, tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
-from algo_emu.train import FAIL_ENV, Member, TrainConfig, train_ensemble
+from algo_emu.train import FAIL_ENV, Member, TrainConfig, checkpoint_fingerprint, train_ensemble
 
 TIMING = ("timing", "seconds", "wall_s")
 
@@ -140,7 +140,8 @@ def test_checkpoint_of_other_code_is_not_resumed(tmp_path, monkeypatch):
     monkeypatch.delenv(FAIL_ENV)
     state = torch.load(ckpt, weights_only=False)
     assert state["epoch"] == 1 and state["final"] is False
-    assert state["fingerprint"] == f"cfg|{runtime.code_version()}"
+    assert state["fingerprint"] == checkpoint_fingerprint("cfg", torch.device("cpu"))
+    assert state["fingerprint"].startswith(f"cfg|{runtime.code_version()}")
     # the same code resumes (to the uninterrupted run's weights) ...
     import shutil
 
@@ -151,6 +152,19 @@ def test_checkpoint_of_other_code_is_not_resumed(tmp_path, monkeypatch):
     monkeypatch.setattr("algo_emu.train.code_version", lambda: "algo_emu 0.1.0 src 0123456789abcdef")
     fresh, res = _train(ckpt)
     assert (res.resumed_from, res.epochs_run) == (0, 3) and parameter_digest(fresh) == parameter_digest(straight)
+
+
+def test_checkpoint_of_the_other_denormal_arithmetic_is_not_resumed(tmp_path, monkeypatch):
+    """A checkpoint written with denormals kept is not resumed by a run that flushes them (and back)."""
+    ckpt = tmp_path / "ckpt.pt"
+    flushed = runtime.denormals_flushed()
+    monkeypatch.setenv(FAIL_ENV, "0")
+    with pytest.raises(RuntimeError, match="injected failure"):
+        _train(ckpt)
+    monkeypatch.delenv(FAIL_ENV)
+    monkeypatch.setattr("algo_emu.train.denormals_flushed", lambda: not flushed)
+    _, res = _train(ckpt)
+    assert (res.resumed_from, res.epochs_run) == (0, 3)
 
 
 def test_source_digest_covers_the_model_task_and_loss(tmp_path):

@@ -195,6 +195,13 @@ def _check_injected_failure(members: Sequence[Member], epoch: int) -> None:
         raise RuntimeError(f"injected failure ({FAIL_ENV}={spec}) for seed(s) {hit} after epoch {epoch}")
 
 
+def checkpoint_fingerprint(fingerprint: str, device: torch.device) -> str:
+    """What a checkpoint must match to be resumed: the caller's fingerprint, the code version and, on the CPU,
+    whether denormals are flushed (flushing changes the arithmetic below float32's smallest normal number)."""
+    flushed = device.type == "cpu" and denormals_flushed()
+    return f"{fingerprint}|{code_version()}" + ("|denormals flushed" if flushed else "")
+
+
 def train_ensemble(
     model: torch.nn.Module,
     task: EnsembleTask,
@@ -225,9 +232,7 @@ def train_ensemble(
     result = TrainResult()
     start_epoch = 0
     ckpt = Path(checkpoint) if checkpoint else None
-    # flushed denormals change the arithmetic (below float32's smallest normal number): never resume across it
-    fingerprint = f"{fingerprint}|{code_version()}" + (
-        "|denormals flushed" if device.type == "cpu" and denormals_flushed() else "")
+    fingerprint = checkpoint_fingerprint(fingerprint, device)
     if ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         if state.get("final"):
