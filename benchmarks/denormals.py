@@ -227,7 +227,7 @@ def main(argv=None) -> int:
             print(f"{row}: skipped (no --ames-dir)", flush=True)
             continue
         on, off = _child(row, True, a), _child(row, False, a)
-        key = row if a.steps == 1500 else f"{row}, {a.steps} steps"
+        key = row if a.steps == ap.get_default("steps") else f"{row}, {a.steps} steps"
         res["rows"][key] = compare(on, off, a.window) | {"argv": argv, "load_note": a.load_note}
         r = res["rows"][key]
         print(f"{row:28s} flushed {r['last_quarter_ms_flushed']:7.1f} ms  not {r['last_quarter_ms_not_flushed']:7.1f} ms "

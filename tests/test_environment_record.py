@@ -78,7 +78,7 @@ def test_denormals_flushed_in_every_worker_thread_only_when_set_before_the_pool_
     assert off == {"requested": False, "flushed": False, "left": 1 << 21}
 
 
-def test_a_compute_step_of_the_command_line_records_flushed_denormals(tmp_path):
+def test_a_compute_step_of_the_command_line_records_flushed_denormals():
     """An experiment step taking --threads flushes before it computes, and its records say so."""
     import json
     import subprocess

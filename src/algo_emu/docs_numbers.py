@@ -547,9 +547,8 @@ def block_denormals(root: Path) -> str:
                   + "; ".join(f"`python benchmarks/denormals.py {' '.join(a)}`"
                               for a in dict.fromkeys(tuple(r.get("argv", b["argv"])) for r in b["rows"].values()))
                   + "."]
-    left = {k: sum(r["denormal_values_not_flushed"][x] for x in ("parameters", "gradients", "adam_state"))
-            for k, r in b["rows"].items()}
-    if not any(left.values()):
+    if not any(r["denormal_values_not_flushed"][x] for r in b["rows"].values()
+               for x in ("parameters", "gradients", "adam_state")):
         lines[-1] += (" At the end of every unflushed run no parameter, gradient or Adam value is denormal: what costs "
                       "the time are values made and used inside a step.")
     return "\n".join(lines) + "\n"
