@@ -227,6 +227,17 @@ def test_paper_scale_cost_check_needs_a_benchmark_on_the_settings_cpu_and_times_
         p.write_text(json.dumps(rec))
     row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
     assert "| 1.1 |" in row and "within 25% (`paper_scale_amd.json`)" in row  # 840 s / 800 s
+    # another CPU generation under the same model name (its identity recorded by the campaign's last call): the
+    # benchmark of the name alone is not its CPU's
+    zen5 = amd | {"cpu_id": "AuthenticAMD family 26 model 2 stepping 1, avx512f"}
+    state["settings"]["heads/published/H1_p20"]["calls"] = [{"hardware": zen5, "started": "t", "resumed_from": {}}]
+    state_path.write_text(json.dumps(state))
+    row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert "no benchmark on its CPU (AMD EPYC (AuthenticAMD family 26 model 2 stepping 1, avx512f)): not a check" in row
+    bench["environment"]["hardware"] = zen5  # a benchmark made on that CPU checks it
+    (root / "benchmarks/paper_scale_amd.json").write_text(json.dumps(bench))
+    row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert "within 25% (`paper_scale_amd.json`)" in row
 
 
 def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):

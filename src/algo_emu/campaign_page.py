@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 from algo_emu.io import read_json, write_text
-from algo_emu.runtime import REPO_ROOT
+from algo_emu.runtime import REPO_ROOT, cpu_key, cpu_label
 
 STATUS_WORDS = {
     "done": "done at the pinned commit",
@@ -297,7 +297,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     left_on = []
     for path in cp.benchmark_files(root):
         bench = read_json(path)
-        cpu = bench.get("environment", {}).get("hardware", {}).get("cpu_model", "?")
+        cpu = cpu_label(bench.get("environment", {}).get("hardware"))
         left = [cp.predicted_from_benchmark(s, bench) for s, st, _, _ in rows if st not in ("done", "adopted")]
         if left and all(x is not None for x in left):
             left_on.append(f"{sum(left) / 3600:.0f} h on {cpu} (`benchmarks/{path.name}`)")
@@ -332,9 +332,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     multi = []
     for s, st, e, _ in rows:
         calls = e.get("calls", []) if st == "done" else []
-        if len({str(c.get("hardware", {}).get("cpu_model")) for c in calls}) > 1:
+        if len({str(cpu_key(c.get("hardware"))) for c in calls}) > 1:
             multi.append(f"- `{s.name}`: " + "; ".join(
-                f"{c['hardware'].get('cpu_model')} from {c['started']}"
+                f"{cpu_label(c['hardware'])} from {c['started']}"
                 + (f" (resumed at epoch {max(c['resumed_from'].values())})" if c.get("resumed_from") else "")
                 for c in calls))
     if multi:

@@ -45,7 +45,7 @@ import pandas as pd
 from algo_emu import paper_values
 from algo_emu.campaign import DEFAULT_CONFIG, CampaignError, _git, load_state, pinned_config, pinned_env
 from algo_emu.io import read_json, write_json, write_text
-from algo_emu.runtime import REPO_ROOT, config_hash
+from algo_emu.runtime import REPO_ROOT, config_hash, cpu_label
 
 SUBDIR = "variants"
 RECORD = "heads/variants/{name}/seed{seed}/metrics.json"  # below results/ and below <set>/variants/
@@ -477,7 +477,7 @@ def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: s
         f"![E1 variants: train loss per emulator and the composed head's test MSE per seed]({SUBDIR}/{FIGURE})", ""]
 
     walls = [f"`{n}`: {v['train_seconds'] / 60:.1f} min of training ({v.get('device')}, "
-             f"{(v.get('hardware') or {}).get('cpu_model')}, {(v.get('hardware') or {}).get('cpu_count')} cores)"
+             f"{cpu_label(v.get('hardware'))}, {(v.get('hardware') or {}).get('cpu_count')} cores)"
              for n, v in imported["variants"].items()]
     page = [
         "# E1 variants at the paper's scale (ours, not paper-comparable)", "",

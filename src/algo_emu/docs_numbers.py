@@ -39,7 +39,7 @@ import pandas as pd
 
 from algo_emu import paper_values
 from algo_emu.io import read_json
-from algo_emu.runtime import REPO_ROOT
+from algo_emu.runtime import REPO_ROOT, cpu_key, cpu_label
 
 REF = Path("results/reference/reference-scale")
 PAPER = Path("results/reference/paper-scale")
@@ -257,7 +257,7 @@ def block_essay_bar(root: Path) -> str:
         lines.append(f"| {r['seed']} | {r['steps']} | {r['batch_size']} | {r['lr']:g} | {cells[0]} | {cells[1]} | "
                      f"{_g(q[f'k{K}']['ratio'], 3)} ({_g(q[f'k{K}']['model_mse'], 3)} / {_g(q[f'k{K}']['ridge_mse'], 3)}) | "
                      f"{'reached' if r['passes'] else 'missed'} | {_minutes(r['train_seconds'])} | "
-                     f"{r['environment'].get('hardware', {}).get('cpu_model', '?')}, {r['environment'].get('threads')} "
+                     f"{cpu_label(r['environment'].get('hardware'))}, {r['environment'].get('threads')} "
                      f"thread(s) | {r['load_note']} |")
     if b.get("note"):
         lines += ["", b["note"]]
@@ -328,9 +328,15 @@ def _last_call(root: Path, s, entry: dict) -> dict:
     records in the tree: the campaign entry's wall time and hardware, every epoch."""
     paths = [root / PAPER / s.set_path(r) for r in s.records]
     recs = {p: read_json(p) for p in paths if p.is_file()}
-    hw = entry.get("hardware", {}).get("cpu_model")
+    # the CPU: the campaign's record of the last call where it names the CPU's identity (the records, made by the
+    # pinned commit's code, may predate it), else the records' own, else the entry's
+    calls = entry.get("calls") or []
+    last_hw = (calls[-1].get("hardware") if calls else None) or {}
+    hw = entry.get("hardware", {})
     if not recs or not all(r.get("timing", {}).get("epoch_seconds") for r in recs.values()):
-        return {"cpu": hw, "seconds": float(entry["wall_seconds"]), "first": 1, "epochs": None, "of": None}
+        hw = last_hw if last_hw.get("cpu_id") else hw
+        return {"cpu": cpu_label(hw), "cpu_key": cpu_key(hw), "seconds": float(entry["wall_seconds"]), "first": 1,
+                "epochs": None, "of": None}
     jobs: dict[Path, float] = {}  # one training job per folder of seeds (e.g. E2's runs/p60 and blind/p60)
     first, total = 1, 0
     for path, r in recs.items():
@@ -338,9 +344,11 @@ def _last_call(root: Path, s, entry: dict) -> dict:
         start = int(t.get("resumed_from_epoch") or 0)
         first, total = max(first, start + 1), len(t["epoch_seconds"])
         jobs[path.parent.parent] = max(jobs.get(path.parent.parent, 0.0), sum(t["epoch_seconds"][start:]))
-    cpu = next((r["environment"].get("hardware", {}).get("cpu_model") for r in recs.values()
-                if r.get("environment", {}).get("hardware")), hw)
-    return {"cpu": cpu, "seconds": sum(jobs.values()), "first": first, "epochs": total - first + 1, "of": total}
+    if not last_hw.get("cpu_id"):
+        last_hw = next((r["environment"]["hardware"] for r in recs.values()
+                        if r.get("environment", {}).get("hardware")), hw)
+    return {"cpu": cpu_label(last_hw), "cpu_key": cpu_key(last_hw), "seconds": sum(jobs.values()), "first": first,
+            "epochs": total - first + 1, "of": total}
 
 
 def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict]]) -> str | None:
@@ -353,8 +361,7 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
     if not with_row:
         return None
     same_code = [(p, b) for p, b in with_row if b.get("environment", {}).get("code_version") == code]
-    match = [(p, b) for p, b in same_code
-             if b.get("environment", {}).get("hardware", {}).get("cpu_model") == call["cpu"]]
+    match = [(p, b) for p, b in same_code if cpu_key(b.get("environment", {}).get("hardware")) == call["cpu_key"]]
     path, b = (match or same_code or with_row)[0]
     share = call["epochs"] / call["of"] if call["epochs"] else 1.0
     pred = cp.predicted_from_benchmark(s, b) * share
@@ -362,12 +369,12 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
     if not same_code:
         verdict = "other code: not a check"
     elif not match:
-        verdict = f"no benchmark on its CPU ({call['cpu'] or 'not recorded'}): not a check"
+        verdict = f"no benchmark on its CPU ({call['cpu']}): not a check"
     else:
         verdict = ("within" if abs(meas / pred - 1) <= PREDICTION_TOLERANCE else "outside") + \
                   f" {PREDICTION_TOLERANCE:.0%} (`{path.name}`)"
     timed = "all" if not call["epochs"] or call["first"] == 1 else f"{call['first']}-{call['of']}"
-    return (f"| `{s.name}` | {call['cpu'] or 'not recorded'} | {timed} | {_hours(pred)} | {_hours(meas)} | "
+    return (f"| `{s.name}` | {call['cpu']} | {timed} | {_hours(pred)} | {_hours(meas)} | "
             f"{_g(meas / pred, 2)} | {str(entry.get('commit'))[:10]} ({str(code or '?').rsplit(' ', 1)[-1]}) | {verdict} |")
 
 
@@ -394,7 +401,7 @@ def block_paper_scale_cost(root: Path) -> str:
     names = {"heads": "E1", "theorem31": "E2", "statistical": "E3", "ames": "E4"}
     total = 3600 * float(pred["hours"])
     lines = [f"Predicted from `{PAPER_BENCH}` ([table](benchmarks/paper_scale.md)): each experiment's training step "
-             f"timed at the paper's shapes on {hw.get('cpu_model', '?')} ({hw.get('cpu_count', '?')} cores, "
+             f"timed at the paper's shapes on {cpu_label(hw)} ({hw.get('cpu_count', '?')} cores, "
              f"{hw.get('memory_gib', '?')} GiB; {env.get('threads', '?')} torch threads; commit "
              f"{str(env.get('git_commit'))[:10]}), priced per training job by `benchmarks/cost.py` (steps x seconds "
              "per step + data + evaluation + compile warm-up). A prediction, not a full run; one job at a time.", "",
@@ -414,7 +421,7 @@ def block_paper_scale_cost(root: Path) -> str:
                if kv[1]["shape"]["experiment"] != "essay" else float("inf"))
     floors = [f"{k} {_g(meas[k]['measured']['ratio_to_floor'], 2)}x" for k in meas
               if k.startswith(("E1 H=12 ", "E3 fitted H=12"))]
-    lines += ["", f"The whole paper scale on these 2 cores of {hw.get('cpu_model', '?')}: **{_hours(total)}**, "
+    lines += ["", f"The whole paper scale on these 2 cores of {cpu_label(hw)}: **{_hours(total)}**, "
               + ("within" if total <= 3600 * TARGET_HOURS else "over")
               + f" the {TARGET_HOURS:.0f} h it should take. Against a one-member-at-a-time loop timed in the same run "
               f"every ensemble row is at least {_g(loop[1]['measured']['speedup_vs_loop'], 2)}x faster (least: "
@@ -428,7 +435,7 @@ def block_paper_scale_cost(root: Path) -> str:
         for opath, ob in others:
             ohw = ob.get("environment", {}).get("hardware", {})
             oexp = {k.split()[0]: v["hours"] for k, v in ob["prediction"]["experiments"].items()}
-            lines.append(f"- `{opath.relative_to(root)}` ({opath.with_suffix('.md').name}): {ohw.get('cpu_model', '?')} "
+            lines.append(f"- `{opath.relative_to(root)}` ({opath.with_suffix('.md').name}): {cpu_label(ohw)} "
                          f"({ohw.get('cpu_count', '?')} cores, {ohw.get('memory_gib', '?')} GiB; large-matmul rate "
                          f"{ob.get('machine_gflops', 0):.0f} GFLOP/s against {b.get('machine_gflops', 0):.0f} above): the "
                          f"whole paper scale **{_hours(3600 * float(ob['prediction']['hours']))}** ("
@@ -488,7 +495,7 @@ def block_kernel_by_cpu(root: Path) -> str:
     cols, rows = [], {}
     for path, b in benches:
         hw = b.get("environment", {}).get("hardware", {})
-        cols.append(f"{hw.get('cpu_model', '?')} (`{path.name}`; matmul {b.get('machine_gflops', 0):.0f} GFLOP/s)")
+        cols.append(f"{cpu_label(hw)} (`{path.name}`; matmul {b.get('machine_gflops', 0):.0f} GFLOP/s)")
         for key, r in b["rows"].items():
             v = r["measured"].get("variants_step_seconds", {})
             if "kernel_attention_eager" in v and "fused_attention_eager" in v:
@@ -674,7 +681,7 @@ def block_essay_claims_paper(root: Path) -> str:
     rows = rep.essay_rows(tables / "essay_claims.csv", cfg)
     counts = Counter(r.verdict for r in rows)
     e = state["settings"]["essay"]
-    lines = [f"Made by the campaign at `{str(e['commit'])[:10]}` on {e['hardware'].get('cpu_model')} "
+    lines = [f"Made by the campaign at `{str(e['commit'])[:10]}` on {cpu_label(e['hardware'])} "
              f"({_hours(e['wall_seconds'])}); the gate: {check['text']} "
              f"({'learned: the trained rows count' if check['learned'] == 'yes' else 'did not learn: no trained row counts'}). "
              "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".", "", *ESSAY_CLAIMS_HEAD]

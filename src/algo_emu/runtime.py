@@ -189,6 +189,51 @@ def _cpu_model() -> str | None:
         return None
 
 
+#: The widest vector extension a CPU's ``flags`` name, widest first (what the attention kernel and BLAS are built for).
+ISA_LEVELS = ("avx512f", "avx2", "avx", "sse4_2")
+
+
+def cpu_id(cpuinfo: str | None = None) -> str | None:
+    """The CPU's identity, which its model name alone may not give (a virtual machine may show two generations as
+    "AMD EPYC"): vendor, family, model and stepping numbers and the widest vector extension, e.g. ``"AuthenticAMD
+    family 26 model 2 stepping 1, avx512f"``. From ``/proc/cpuinfo`` (``cpuinfo``: its text, for tests); None where
+    there is none (macOS) or it names no family."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip().lower(), value.strip())
+    if "cpu family" not in fields:
+        return None
+    flags = set(fields.get("flags", "").split())
+    isa = next((f for f in ISA_LEVELS if f in flags), "no avx")
+    return (f"{fields.get('vendor_id', '?')} family {fields['cpu family']} model {fields.get('model', '?')} "
+            f"stepping {fields.get('stepping', '?')}, {isa}")
+
+
+def cpu_key(hw: dict | None) -> str | None:
+    """What tells two machines' CPUs apart in a hardware record (:func:`hardware`): its ``cpu_id`` where it has one,
+    else (records made before it existed) its ``cpu_model``. Two records name the same CPU when their keys are equal,
+    so a record with an id never matches one without: the name alone cannot prove the same CPU."""
+    hw = hw or {}
+    return hw.get("cpu_id") or hw.get("cpu_model")
+
+
+def cpu_label(hw: dict | None) -> str:
+    """A hardware record's CPU for a reader: its model name, with its identity (:func:`cpu_id`) where recorded."""
+    hw = hw or {}
+    name, ident = hw.get("cpu_model"), hw.get("cpu_id")
+    return f"{name or '?'} ({ident})" if ident else (name or "not recorded")
+
+
 def _memory_gib() -> float | None:
     """Physical memory of the machine in GiB (``/proc/meminfo``, else sysconf), or None."""
     try:
@@ -204,15 +249,15 @@ def _memory_gib() -> float | None:
 
 
 def hardware(device: torch.device | str | None = None) -> dict[str, Any]:
-    """The machine a number was made on: CPU model, logical cores (all, and those this process may
-    use), physical memory (GiB); with a CUDA ``device``, the GPU's name and memory (GiB) as well.
+    """The machine a number was made on: CPU model and identity (:func:`cpu_id`), logical cores (all, and those
+    this process may use), physical memory (GiB); with a CUDA ``device``, the GPU's name and memory (GiB) as well.
     Torch is imported only for a CUDA device (the manifest and campaign call it torch-free)."""
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count()
     info: dict[str, Any] = {
-        "machine": platform.machine(), "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
+        "machine": platform.machine(), "cpu_model": _cpu_model(), "cpu_id": cpu_id(), "cpu_count": os.cpu_count(),
         "cpu_count_usable": usable, "memory_gib": _memory_gib(), "gpu_name": None, "gpu_memory_gib": None,
     }
     if device is not None and str(device).startswith("cuda"):
