@@ -30,10 +30,11 @@ def _inputs(E, H, B, nq, nk, m, dh, dtype, seed=0, grad=False):
     return [(2 * torch.randn(s, generator=g, dtype=dtype)).requires_grad_(grad) for s in shapes]
 
 
-# dh 4, 6, 8, 12 (compiled for each), 5 and 3 (the generic path); key counts across the 16-key blocks
+# dh 4, 6, 8, 12 (compiled for each), 5 and 3 (the generic path), 20 (wider than the batched sums take); key counts
+# across the 16-key blocks, from 1 block to 9 (the blocks are compiled for 1-8; 9 is the generic path)
 @pytest.mark.parametrize("E,H,B,nq,nk,m,dh", [(2, 3, 4, 5, 5, 7, 4), (1, 2, 3, 20, 20, 40, 4), (2, 1, 2, 3, 9, 8, 6),
                                              (1, 2, 2, 4, 6, 11, 8), (2, 2, 2, 7, 7, 30, 12), (1, 1, 3, 2, 4, 1, 5),
-                                             (1, 2, 1, 3, 3, 100, 3)])
+                                             (1, 2, 1, 3, 3, 100, 3), (1, 1, 2, 3, 40, 100, 8), (1, 1, 2, 3, 5, 6, 20)])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_kernel_equals_plain_attention_value_and_gradients(E, H, B, nq, nk, m, dh, dtype):
     ins = _inputs(E, H, B, nq, nk, m, dh, dtype, grad=True)

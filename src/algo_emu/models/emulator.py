@@ -36,6 +36,10 @@ from torch import nn
 
 
 ATTENTION = ("auto", "matmul", "sdpa", "fused", "kernel")
+#: ``auto`` attends with the kernel (CPU) or sdpa (CUDA) for heads narrower than this, with plain matmuls from it on:
+#: at the paper's shapes on the CPU the kernel's training step is faster at head width 24 (E1 and E3 at H = 2), level
+#: at 48 and slower at 69 (E4) (docs/speed.md).
+KERNEL_HEAD_WIDTH = 32
 
 
 def _uniform(gen: torch.Generator, shape, bound: float, dtype) -> torch.Tensor:
@@ -81,7 +85,7 @@ class EnsembleEmulator(nn.Module):
         # whether "auto" may use the C kernel on the CPU: decided here, once (building it on first use),
         # so that a compiled forward does not trace the check
         self._kernel_ok = False
-        if attention == "auto" and hidden // heads < 16:
+        if attention == "auto" and hidden // heads < KERNEL_HEAD_WIDTH:
             from algo_emu.models import kernel
 
             self._kernel_ok = total_tokens <= kernel.MAX_KEYS and kernel.usable()
@@ -128,13 +132,13 @@ class EnsembleEmulator(nn.Module):
         self.register_buffer("out_mask", mask, persistent=False)
 
     def resolved_attention(self, device: torch.device | str) -> str:
-        """The implementation ``auto`` stands for on ``device``: plain matmuls for heads 16 or more
-        wide; for narrower heads, on CUDA PyTorch's fused sdpa, on the CPU the C kernel
+        """The implementation ``auto`` stands for on ``device``: plain matmuls for heads
+        :data:`KERNEL_HEAD_WIDTH` or more wide; for narrower heads, on CUDA PyTorch's fused sdpa, on the CPU the C kernel
         (:mod:`algo_emu.models.kernel`; ``benchmarks/attention.json``), or, where it cannot be built or
         the prompt has more keys than it takes, the cache-blocked ``fused`` attention in PyTorch."""
         if self.attention != "auto":
             return self.attention
-        if self.h // self.H >= 16:
+        if self.h // self.H >= KERNEL_HEAD_WIDTH:
             return "matmul"
         if torch.device(device).type == "cuda":
             return "sdpa"
