@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from algo_emu.models.emulator import EnsembleEmulator, reference_forward
-from algo_emu.runtime import environment, resolve_device, flush_denormals
+from algo_emu.runtime import environment, resolve_device, flush_denormals, reuse_freed_memory
 from algo_emu.train import member_losses
 
 N_TRAIN, B, N, D, HID, P, SEEDS = 40_000, 32, 20, 24, 48, 60, 10
@@ -140,6 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", type=int, nargs="+", default=[1, 12])
     ap.add_argument("--attention", nargs="+", default=["matmul", "sdpa", "fused"])
     args = ap.parse_args(argv)
+    reuse_freed_memory()  # as every training job does
     flush_denormals()  # as every training job does, before the first multi-threaded op
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

@@ -35,7 +35,7 @@ from algo_emu.essay import baselines as bl  # noqa: E402
 from algo_emu.essay import tasks  # noqa: E402
 from algo_emu.essay.train import TrainedICL, train_variant  # noqa: E402
 from algo_emu.rng import torch_stream  # noqa: E402
-from algo_emu.runtime import environment, flush_denormals  # noqa: E402
+from algo_emu.runtime import environment, flush_denormals, reuse_freed_memory  # noqa: E402
 
 #: The gate (docs/verdicts.md, rule essay-learned): model MSE / ridge MSE at k = k_max at most this.
 GATE = 1.1
@@ -69,6 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="JSON; the run's row is appended")
     ap.add_argument("--load-note", default="not stated", help="what else ran on the machine meanwhile")
     args = ap.parse_args(argv)
+    reuse_freed_memory()  # as every training job does
     flush_denormals()  # as every training job does, before the first multi-threaded op
     torch.set_num_threads(args.threads)
     params = json.loads(json.dumps(load_config(args.config, gpu_check=False)["essay"]))

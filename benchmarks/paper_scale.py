@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from algo_emu.config import load_config, schema_defaults  # noqa: E402
 from algo_emu.models.emulator import EnsembleEmulator, reference_forward  # noqa: E402
-from algo_emu.runtime import environment, resolve_device, flush_denormals  # noqa: E402
+from algo_emu.runtime import environment, resolve_device, flush_denormals, reuse_freed_memory  # noqa: E402
 from algo_emu.train import Member, TrainConfig, make_step  # noqa: E402
 
 
@@ -559,6 +559,7 @@ def main(argv=None) -> int:
     ap.add_argument("--load-note", default="not stated",
                     help="what else ran on the machine (recorded; timings under load are noisy)")
     args = ap.parse_args(argv)
+    reuse_freed_memory()  # as every training job does
     flush_denormals()  # as every training job does, before the first multi-threaded op
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

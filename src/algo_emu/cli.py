@@ -105,9 +105,11 @@ FIGURE = arg("--out", required=True, help="output stem (writes .pdf and .png)")
 
 
 def _run_step(step: Step, namespace: argparse.Namespace) -> int:
-    if any(a.flag == THREADS.flag for a in step.args):  # a compute step: flush denormals before any thread starts
-        from algo_emu.runtime import flush_denormals
+    if any(a.flag == THREADS.flag for a in step.args):
+        # a compute step: flush denormals before any thread starts, keep freed memory before the first tensor
+        from algo_emu.runtime import flush_denormals, reuse_freed_memory
 
+        reuse_freed_memory()
         flush_denormals()
     step.func(**{a.dest: getattr(namespace, a.dest) for a in step.args})
     return 0
