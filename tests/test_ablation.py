@@ -207,3 +207,31 @@ def test_table_without_baseline_is_an_error():
     rows = ab.ablation_rows("toy", "reads", {"p": 4}, 0, {"none": 1.0, "zeros": 2.0})
     with pytest.raises(ValueError, match=r"no 'weight_blind' baseline for \{'experiment': 'toy', 'mode': 'reads', 'p': 4\}"):
         ab.ablation_table(rows, ["p"])
+
+
+def test_weight_blind_batches_are_the_models_batches_without_the_weights_stripped_once_per_job():
+    """A task that stores its inputs (E2's, E3's) hands the weight-blind baseline a copy of them without the weight
+    columns, made once: its batches equal the model's batches with the columns removed, value for value, at every
+    step; a task without ``map_inputs`` (the toy task) has them removed at every step instead."""
+    from algo_emu.experiments import statistical as e3
+    from algo_emu.experiments import theorem31 as e2
+
+    e3_params = {"n_prompts": 24, "n_context": 5, "n_query": 2, "d": 3, "hidden": 12, "p": 8,
+                 "algorithms": {"fitted": ["ols", "ridge", "lasso", "gd"], "reference_code": ["linear", "ridge", "lasso"]},
+                 "data_params": {"fitted": {}, "reference_code": {}}}
+    e2_params = {"n_prompts": 24, "n_tokens": 4, "d": 3, "fs": ["tanh", "step"], "x_dist": "uniform", "x_scale": 5.0,
+                 "gd_eta": 0.1, "batch_size": 8, "test_fraction": 0.25}
+    cpu = torch.device("cpu")
+    cases = [(e3.StatisticalTask([0, 1], mode, e3_params, cpu), e3.layout(e3_params, mode)) for mode in e3.MODES]
+    cases.append((e2.Theorem31Task([0, 1], e2_params, cpu), e2.layout(e2_params["d"])))
+    for task, lay in cases:
+        blind = ab.WeightBlindTask(task, lay)
+        assert blind._per_step is False and blind.task is not task
+        index = torch.randint(0, task.n_train, (len(task.members), 5), generator=torch.Generator().manual_seed(1))
+        (x, y), (xb, yb) = task.batch(index), blind.batch(index)
+        assert xb.shape[-1] == lay.blind().d_in and torch.equal(xb, ab.strip_weights(x, lay)) and torch.equal(yb, y)
+        assert task.batch(index)[0].shape[-1] == lay.d_in  # the model's own task is left whole
+    toy = ToyTask(toy_prompts(0, 16))
+    blind = ab.WeightBlindTask(toy, LAYOUT)
+    index = torch.arange(4).expand(2, 4)
+    assert blind._per_step is True and torch.equal(blind.batch(index)[0], ab.strip_weights(toy.batch(index)[0], LAYOUT))

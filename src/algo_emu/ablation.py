@@ -277,20 +277,26 @@ class WeightBlindTask:
 
     Wraps the model's own task: same members, same training examples, same targets (computed by the
     wrapped task from the full prompt), same data order (the engine's shuffle stream depends on the
-    member and epoch only), same loss positions. Only the input changes.
+    member and epoch only), same loss positions. Only the input changes. A task that stores its inputs
+    and gathers batches from them offers ``map_inputs(fn)`` (a task whose stored inputs are ``fn`` of
+    its own, so its batches are ``fn`` of the original batches, value for value): the weight columns are
+    then removed once for the whole job instead of at every step.
     """
 
     def __init__(self, task, layout: PromptLayout) -> None:
         require_weights(layout, "a weight-blind baseline")
-        self.task, self.layout = task, layout
+        self.layout = layout
         self.members = task.members
         self.n_train = task.n_train
         self.loss_positions = getattr(task, "loss_positions", None)
         self.d_in = layout.blind().d_in
+        mapped = getattr(task, "map_inputs", None)
+        self._per_step = mapped is None
+        self.task = task if mapped is None else mapped(lambda x: strip_weights(x, layout))
 
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = self.task.batch(index)
-        return strip_weights(x, self.layout), y
+        return (strip_weights(x, self.layout) if self._per_step else x), y
 
 
 def budget(params: Mapping, **overrides) -> dict:

@@ -190,6 +190,14 @@ class StatisticalTask:
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.inputs[self._rows, index], self.targets[self._rows, index]
 
+    def map_inputs(self, fn) -> "StatisticalTask":
+        """This task with its stored inputs replaced by ``fn(inputs)`` (token columns only), the rest shared:
+        its batches are ``fn`` of this task's batches (:class:`algo_emu.ablation.WeightBlindTask`)."""
+        other = object.__new__(StatisticalTask)
+        other.__dict__.update(self.__dict__)
+        other.inputs = fn(self.inputs)
+        return other
+
 
 def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = False) -> dict:
     width = layout(params, mode).blind().d_in if blind else d_in(params, mode)

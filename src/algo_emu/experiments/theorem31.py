@@ -132,6 +132,14 @@ class Theorem31Task:
             out[:, start:start + chunk] = self.targets(x).to(self.dtype)
         return out
 
+    def map_inputs(self, fn) -> "Theorem31Task":
+        """This task with its stored training tokens replaced by ``fn(tokens)`` (token columns only; targets, test
+        tokens and the rest shared): its batches are ``fn`` of this task's (:class:`algo_emu.ablation.WeightBlindTask`)."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.inputs_train = fn(self.inputs_train)
+        return other
+
     def targets(self, tokens: torch.Tensor) -> torch.Tensor:
         """Exact targets (float64) of member-stacked tokens (E, B, n, 2d+1) -> (E, B, n, d)."""
         X, y, w = (t.to(torch.float64) for t in unpack(tokens, self.d))
