@@ -299,6 +299,10 @@ def bench_emulator_row(r: Row, cfg: dict, device, args) -> dict:
 
     out: dict = {"prompts_built": n_prompts, "task_build_seconds": build_s}
     compiled = r.compile and not args.no_compile
+    if compiled:
+        # as a fresh job process: without it, every row compiles the same step function again, and past dynamo's
+        # recompile limit (8) the later rows silently run eager while labelled compiled
+        torch._dynamo.reset()
     step = make_step(model, task, TrainConfig(epochs=1, batch_size=B, compile=compiled), opt)
     t0 = time.perf_counter()
     for _ in range(2):
