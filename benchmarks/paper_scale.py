@@ -514,11 +514,12 @@ def markdown(result: dict) -> str:
         "step: seconds per training step of the whole ensemble (median of interleaved repetitions). "
         "x loop: the one-member-at-a-time loop's time for the same members / ours. x floor: ours / "
         "(useful matmul FLOPs of forward+backward at the run's matmul rate; softmax/exp not counted). "
+        "loop / floor: the loop's time / the floor = x loop x x floor, the most x loop could be for a step at the floor. "
         "Breakdown (eager pieces, ms): batch assembly / forward / backward / optimiser. "
         "Per job: data generation and evaluation seconds; hours: predicted for one job.",
         "",
-        "| row | members | step ms | x loop | x floor | exp/step (M) | batch | fwd | bwd | opt | data s/job | eval s/job | steps/job | h/job |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| row | members | step ms | x loop | x floor | loop / floor | exp/step (M) | batch | fwd | bwd | opt | data s/job | eval s/job | steps/job | h/job |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, row in result["rows"].items():
         m = row["measured"]
@@ -526,7 +527,8 @@ def markdown(result: dict) -> str:
         ms = lambda v: f"{1e3 * v:.1f}" if v is not None else "-"  # noqa: E731
         lines.append(
             f"| {key}{' (compiled)' if m['compiled'] else ''} | {row['shape']['members']} | {ms(m['step_seconds'])} | "
-            f"{m['speedup_vs_loop']:.1f} | {m['ratio_to_floor']:.1f} | {m['exp_per_step'] / 1e6:.1f} | "
+            f"{m['speedup_vs_loop']:.1f} | {m['ratio_to_floor']:.1f} | {m['speedup_vs_loop'] * m['ratio_to_floor']:.1f} | "
+            f"{m['exp_per_step'] / 1e6:.1f} | "
             f"{ms(bd['batch'])} | {ms(bd['forward'])} | {ms(bd['backward'])} | {ms(bd['optimizer'])} | "
             f"{m.get('data_seconds_per_job', 0):.0f} | {m.get('eval_seconds_per_job', 0):.0f} | {m['steps_per_job']} | "
             f"{m['job_seconds'] / 3600:.2f} |")
