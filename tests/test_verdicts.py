@@ -295,3 +295,26 @@ def test_committed_reference_report_has_no_verdict_that_cannot_fail():
     assert trained.reason.str.contains("model MSE 0.517 at k=32 vs Bayes-optimal ridge 0.299").all()
     tanh = frame[(frame.experiment == "E2") & frame.setting.str.startswith("f=tanh")]
     assert tanh.verdict.tolist() == ["not supported (at reduced scale)"] * 2
+
+
+def test_e4_with_reference_code_only_is_read_against_its_own_target(tmp_path):
+    """With only the published mode done, E4's learning check reads that mode's prediction MSE (against the log price,
+    the target its weight-blind ratio is taken on) over the log price's variance, not the emulation MSE, which in
+    that mode measures distance to an intercept-free prediction the model is never trained on."""
+    import pandas as pd
+
+    from algo_emu.report import replication as rp
+
+    def rows(prediction_mse):
+        pd.DataFrame([{"mode": "reference_code", "algorithm": a, "emulation_mse_mean": 144.0, "emulation_mse_std": 2.0,
+                       "emulation_mse_ci_low": 143.0, "emulation_mse_ci_high": 145.0, "prediction_mse_mean": prediction_mse,
+                       "prediction_mse_std": 0.01, "n_seeds": 10, "target_var_mean": 0.16, "blind_mse_mean": 0.1,
+                       "mse_over_blind": 0.1, "all_coef_zero": False} for a in ("linear", "ridge", "lasso")]
+                     ).to_csv(tmp_path / "ames.csv", index=False)
+        return rp.e4_rows(tmp_path, {"ames": {"epochs": 300, "hidden": 64}}, "config.yaml")
+
+    learned = rows(0.01)
+    assert {r.learned for r in learned} == {"yes"} and all("0.0625" in r.reason for r in learned)  # 0.01 / 0.16
+    assert {r.verdict for r in learned} == {"not comparable: the paper gives no number for E4"}
+    at_var = rows(0.16)  # the prediction no better than the log price's mean: did not learn
+    assert {r.verdict for r in at_var} == {"did not learn"}

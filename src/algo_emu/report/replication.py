@@ -650,8 +650,11 @@ def e4_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
             r.verdict, r.reason = "not run at this scale", f"ames.modes is empty; {cite('not-run')}"
             out.append(r)
             continue
-        r.learned, why = learned_from_row(corr if corr is not None else comp, mse_col="emulation_mse_mean",
-                                          var_col="target_var_mean")
+        # each mode against its own target: corrected's emulation MSE vs the encoded prediction's variance,
+        # reference_code's prediction MSE vs the log price's (its mse_over_blind is taken on the same target)
+        r.learned, why = (learned_from_row(corr, mse_col="emulation_mse_mean", var_col="target_var_mean")
+                          if corr is not None else
+                          learned_from_row(comp, mse_col="prediction_mse_mean", var_col="target_var_mean"))
         extra = []
         if comp is not None and _ok(comp.get("mse_over_blind")):
             extra.append(f"reference_code: MSE / weight-blind MSE = {_f(comp['mse_over_blind']):.3g} (its target, the "
