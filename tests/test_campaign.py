@@ -218,11 +218,12 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     calls = state["settings"]["heads/published/H2_p8"]["calls"]
     assert [c["resumed_from"] for c in calls] == [{}, {"results/heads/checkpoints/published_H2_p8.pt": 1}]
     assert all(c["hardware"]["cpu_count"] >= 1 for c in calls) and "carried over between machines" not in page
-    calls[0]["hardware"] = dict(calls[0]["hardware"], cpu_model="another CPU")  # as if killed on another machine
+    # as if killed on another machine (its CPU's identity differs; a name alone would not tell two machines apart)
+    calls[0]["hardware"] = dict(calls[0]["hardware"], cpu_model="another CPU", cpu_id="GenuineIntel family 6 model 143")
     cp.save_state(set_dir, state)
     cp.build_page(set_dir, repo)
     moved_page = (set_dir / "README.md").read_text()
-    assert "carried over between machines" in moved_page and "another CPU from" in moved_page
+    assert "carried over between machines" in moved_page and "another CPU (GenuineIntel family 6 model 143) from" in moved_page
     assert "(resumed at epoch 1)" in moved_page
 
     # 3. resumed == uninterrupted: a replay trains both epochs from scratch and matches bit for bit

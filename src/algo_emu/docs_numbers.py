@@ -430,12 +430,19 @@ def block_paper_scale_cost(root: Path) -> str:
     benches = paper_benchmarks(root)
     others = [(path, ob) for path, ob in benches[1:] if ob.get("prediction")]
     if others:
-        lines += ["", "The same benchmark on other machines this project ran on (the hours are the machine's, not a "
-                  "scaled guess):", ""]
+        lines += ["", "The same benchmark on other machines this project ran on, or again on this one (the hours are "
+                  "the machine's, not a scaled guess; on a shared virtual machine the same code's hours move between "
+                  "runs, so read a speed-up from `benchmarks/ab_commits.md`, which times two versions in "
+                  "alternation):", ""]
+        code, key = env.get("code_version"), cpu_key(hw)
         for opath, ob in others:
             ohw = ob.get("environment", {}).get("hardware", {})
             oexp = {k.split()[0]: v["hours"] for k, v in ob["prediction"]["experiments"].items()}
-            lines.append(f"- `{opath.relative_to(root)}` ({opath.with_suffix('.md').name}): {cpu_label(ohw)} "
+            same_cpu, same_code = cpu_key(ohw) == key, ob.get("environment", {}).get("code_version") == code
+            what = ("the same code again on the same CPU, " if same_cpu and same_code else
+                    f"the same CPU, earlier code ({str(ob.get('environment', {}).get('git_commit'))[:7]}), "
+                    if same_cpu else "")
+            lines.append(f"- `{opath.relative_to(root)}` ({opath.with_suffix('.md').name}): {what}{cpu_label(ohw)} "
                          f"({ohw.get('cpu_count', '?')} cores, {ohw.get('memory_gib', '?')} GiB; large-matmul rate "
                          f"{ob.get('machine_gflops', 0):.0f} GFLOP/s against {b.get('machine_gflops', 0):.0f} above): the "
                          f"whole paper scale **{_hours(3600 * float(ob['prediction']['hours']))}** ("
@@ -507,6 +514,28 @@ def block_kernel_by_cpu(root: Path) -> str:
         cells = [f"{1e3 * per[p.name][0]:.0f} / {1e3 * per[p.name][1]:.0f} = {_g(per[p.name][0] / per[p.name][1], 2)}"
                  if p.name in per else "-" for p, _ in benches]
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+AB_BENCH = Path("benchmarks/ab_commits.json")
+
+
+def block_ab_commits(root: Path) -> str:
+    """What the last engine change gained, timed in alternation with the code before it
+    (``benchmarks/ab_commits.json``): per row the two versions' medians and the median of the per-round ratios."""
+    path = root / AB_BENCH
+    if not path.is_file():
+        return f"**TODO:** `{AB_BENCH}` is not committed yet (`python benchmarks/ab_commits.py`).\n"
+    b = read_json(path)
+    lines = [f"On {b['hardware']}; base `{b['base']['commit'][:10]}` ({b['base']['code_version'].rsplit(' ', 1)[-1]}), "
+             f"new `{b['new']['commit'][:10]}` ({b['new']['code_version'].rsplit(' ', 1)[-1]}); {b['rounds']} rounds, "
+             f"each timing every row once per version in a fresh process, the order alternating; load: {b['load_note']}.",
+             "", "| row | base ms | new ms | new / base, per round | median | compiled (base, new) |",
+             "|---|---:|---:|---|---:|---|"]
+    for key, r in b["rows"].items():
+        lines.append(f"| {key} | {1e3 * r['base_median']:.1f} | {1e3 * r['new_median']:.1f} | "
+                     + ", ".join(f"{x:.2f}" for x in r["ratios"]) + f" | {r['ratio_median']:.2f} | "
+                     f"{'yes' if r['compiled'][0] else 'no'}, {'yes' if r['compiled'][1] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -1008,6 +1037,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "attention-kernel": block_attention_kernel,
     "denormals": block_denormals,
     "kernel-by-cpu": block_kernel_by_cpu,
+    "ab-commits": block_ab_commits,
     "essay-bar": block_essay_bar,
     "reference-results": block_reference_results,
     "reference-cost": block_reference_cost,
