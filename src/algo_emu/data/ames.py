@@ -29,10 +29,8 @@ Two steps, each writing its outputs atomically:
     training mean and std (a zero-variance column gets scale 1), Id-like
     columns dropped by default.
 
-What is the Ames data's own is here and in ``ames_schema.yaml`` (the declared schema: the data set's
-documentation as data, and the packaged copy's renaming); the machinery any tabular data set would use
-is shared: :mod:`algo_emu.data.tabular` (schema validation, CSV checks, split, preprocessing) and
-:mod:`algo_emu.data.sources` (OpenML with a fallback, sha256 pins, provenance, atomic writes).
+The Ames data's own is here and in ``ames_schema.yaml`` (its documentation as data); what any table would
+use is shared: :mod:`algo_emu.data.tabular` (schema, validation, split, preprocessing), :mod:`algo_emu.data.sources`.
 """
 
 from __future__ import annotations
@@ -72,7 +70,6 @@ DOCUMENTED_SHAPES: dict[str, tuple[int, tuple[str, ...]]] = SCHEMA.shapes
 PACKAGED_RENAME: dict[str, str] = dict(SCHEMA.raw["packaged"]["rename"])
 PACKAGED_EXTRA: tuple[str, ...] = tuple(SCHEMA.raw["packaged"]["keep"])
 PACKAGED_DROP: tuple[str, ...] = tuple(SCHEMA.raw["packaged"]["drop"])
-#: Identifier columns, not features; dropped when ``drop_id_columns`` is true.
 ID_COLUMNS: tuple[str, ...] = SCHEMA.id_columns
 
 #: Check a frame against :data:`SCHEMA` (:meth:`algo_emu.data.tabular.TabularSchema.validate`).
