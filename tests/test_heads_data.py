@@ -55,7 +55,7 @@ def test_dataset_sidecar_and_checksum(tmp_path, heads_params):
     side = json.loads(hd.sidecar(path).read_text())
     assert side == json.loads(json.dumps(meta)) and side["seed"] == 2 and len(side["sha256"]) == 64
     assert torch.equal(hd.load_dataset(path, heads_params)["X"], hd.generate(2, 48, 4, 3, 6)["X"])
-    with pytest.raises(ValueError, match="generated with n_prompts=48"):
+    with pytest.raises(ValueError, match="generated with params.n_prompts=48, this job needs 50; rerun the data rule"):
         hd.load_dataset(path, heads_params | {"n_prompts": 50})
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ValueError, match="does not match its sidecar"):

@@ -57,3 +57,21 @@ def test_claim_gpu_takes_distinct_free_gpus(tmp_path):
         runtime._GPU_LOCKS.clear()
     # locks die with their holder: a new process gets GPU 0 again
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "0"
+
+
+def test_tensor_data_sets_name_the_first_difference(tmp_path):
+    from algo_emu.io import load_tensors, write_tensors
+
+    path = tmp_path / "d.pt"
+    meta = write_tensors(path, {"X": torch.zeros(2, 3)}, {"format_version": 1, "params": {"p": 4, "mix": {"a": 1}}})
+    assert meta["shapes"] == {"X": [2, 3]} and len(meta["sha256"]) == 64
+    data, side = load_tensors(path, {"params": {"p": 4, "mix": {"a": 1}}}, keys=["X"], format_version=1)
+    assert torch.equal(data["X"], torch.zeros(2, 3)) and side == meta
+    with pytest.raises(ValueError, match=r"generated with params\.mix\.a=1, this job needs 2; rerun the data rule"):
+        load_tensors(path, {"params": {"p": 4, "mix": {"a": 2}}})
+    with pytest.raises(ValueError, match=r"generated with params\.q=None, this job needs 5"):
+        load_tensors(path, {"params": {"p": 4, "mix": {"a": 1}, "q": 5}})
+    with pytest.raises(ValueError, match=r"format_version 1, expected 2"):
+        load_tensors(path, format_version=2)
+    with pytest.raises(ValueError, match=r"holds \['X'\], expected \['X', 'y'\]"):
+        load_tensors(path, keys=["X", "y"])

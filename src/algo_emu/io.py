@@ -223,3 +223,47 @@ def checked_sidecar(path: str | os.PathLike) -> dict:
         raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
                          "delete it and rerun the data rule")
     return meta
+
+
+def write_tensors(path: str | os.PathLike, tensors: Mapping[str, Any], meta: Mapping[str, Any]) -> dict:
+    """The one format of a generated data set: ``tensors`` saved atomically and content-stable
+    (:func:`save_torch`), and a JSON sidecar holding ``meta``, then the tensors' shapes and the file's sha256.
+    Returns the sidecar."""
+    save_torch(path, dict(tensors))
+    out = {**meta, "shapes": {k: list(v.shape) for k, v in tensors.items()}, "sha256": sha256_file(path)}
+    write_json(sidecar(path), out)
+    return out
+
+
+def _first_difference(key: str, have: Any, want: Any) -> tuple[str, Any, Any]:
+    """The innermost key (dotted) at which two JSON values differ, with both values there."""
+    if isinstance(have, Mapping) and isinstance(want, Mapping):
+        for k in list(want) + [k for k in have if k not in want]:
+            if dumps_json(have.get(k)) != dumps_json(want.get(k)):
+                return _first_difference(f"{key}.{k}", have.get(k), want.get(k))
+    return key, have, want
+
+
+def load_tensors(path: str | os.PathLike, expect: Mapping[str, Any] | None = None, *,
+                 keys: Iterable[str] | None = None, format_version: int | None = None) -> tuple[dict, dict]:
+    """(tensors, sidecar) of a :func:`write_tensors` file, loaded without unpickling code (``weights_only``).
+
+    The file's sha256 must match its sidecar (:func:`checked_sidecar`), the sidecar's ``format_version`` be
+    ``format_version`` when given, every entry of ``expect`` (e.g. mode, seed, the generation ``params``) equal
+    the sidecar's as JSON, and the file hold exactly ``keys`` when given; otherwise ValueError naming the file
+    and the first difference (``params.n_prompts``), and saying to rerun the data rule."""
+    import torch
+
+    path = Path(path)
+    meta = checked_sidecar(path)
+    if format_version is not None and meta.get("format_version") != format_version:
+        raise ValueError(f"{path}: format_version {meta.get('format_version')!r}, expected {format_version}; "
+                         "rerun the data rule")
+    for key, value in (expect or {}).items():
+        if dumps_json(meta.get(key)) != dumps_json(value):
+            where, have, want = _first_difference(key, meta.get(key), value)
+            raise ValueError(f"{path}: generated with {where}={have!r}, this job needs {want!r}; rerun the data rule")
+    data = torch.load(path, weights_only=True)
+    if keys is not None and sorted(data) != sorted(keys):
+        raise ValueError(f"{path}: holds {sorted(data)}, expected {sorted(keys)}; rerun the data rule")
+    return data, meta

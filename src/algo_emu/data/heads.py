@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from algo_emu.io import checked_sidecar, save_torch, sha256_file, write_json
+from algo_emu.io import load_tensors, write_tensors
 from algo_emu.io import sidecar  # noqa: F401  (one definition, in io; re-exported)
 from algo_emu.rng import split_indices, torch_stream
 
@@ -42,6 +42,8 @@ TARGETS = ("paper", "reference_code")
 from algo_emu.experiments.heads_settings import PROTOCOLS  # noqa: E402  (one definition)
 PUBLISHED_SEED = 0  # the fixed stream of the published protocol's one shared data set
 FORMAT_VERSION = 1
+#: The config keys a data set is generated from (its sidecar's ``params``).
+DATA_KEYS = ("n_prompts", "n_tokens", "d", "target_hidden")
 
 
 def streams(protocol: str) -> tuple[str, ...]:
@@ -97,29 +99,21 @@ def write_dataset(path: str | Path, seed: int, params: dict, protocol: str = "in
     if protocol == "published" and seed != PUBLISHED_SEED:
         raise ValueError(f"the published protocol's data set uses the fixed seed {PUBLISHED_SEED}, got {seed}")
     data = generate(seed, params["n_prompts"], params["n_tokens"], params["d"], params["target_hidden"], protocol)
-    save_torch(path, data)
     prefix = "/".join(streams(protocol))
     meta = {
         "experiment": "heads",
         "format_version": FORMAT_VERSION,
         "seed": seed,
         "protocol": protocol,
-        "params": {k: params[k] for k in ("n_prompts", "n_tokens", "d", "target_hidden")},
+        "params": {k: params[k] for k in DATA_KEYS},
         "streams": [f"{prefix}/X", f"{prefix}/target_head"],
         "distribution": "X = 2 z - 1, z ~ N(0, 1); W_K, W_Q, W_V ~ N(0, 1)",
-        "shapes": {k: list(v.shape) for k, v in data.items()},
-        "sha256": sha256_file(path),
     }
-    write_json(sidecar(path), meta)
-    return meta
+    return write_tensors(path, data, meta)
 
 
 def load_dataset(path: str | Path, params: dict | None = None) -> dict[str, torch.Tensor]:
-    """Load a data set, verifying its checksum and (optionally) its generation parameters."""
-    path = Path(path)
-    meta = checked_sidecar(path)
-    if params is not None:
-        for key, value in meta["params"].items():
-            if params.get(key) != value:
-                raise ValueError(f"{path}: generated with {key}={value}, config says {params.get(key)}; rerun the data rule")
-    return torch.load(path, weights_only=True)
+    """Load a data set, verifying its checksum, format and (optionally) its generation parameters
+    (:func:`algo_emu.io.load_tensors`)."""
+    expect = None if params is None else {"params": {k: params.get(k) for k in DATA_KEYS}}
+    return load_tensors(path, expect, format_version=FORMAT_VERSION)[0]

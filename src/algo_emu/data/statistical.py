@@ -59,7 +59,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from algo_emu.io import checked_sidecar, dumps_json, save_torch, sha256_file, sidecar, write_json
+from algo_emu.io import load_tensors, write_tensors
 from algo_emu.rng import torch_stream
 
 __all__ = [
@@ -493,30 +493,13 @@ DATASET_KEYS = ("inputs", "target", "algorithm")
 
 
 def write_dataset(path: str | Path, data: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> dict:
-    """Save ``data``'s :data:`DATASET_KEYS` to ``path`` (atomically, content-stable) and a JSON sidecar:
-    ``meta`` (the generation parameters, under ``params``) plus the format version, shapes and the
-    file's sha256. Returns the sidecar."""
-    path = Path(path)
-    save_torch(path, {k: data[k] for k in DATASET_KEYS})
-    out = {**meta, "format_version": FORMAT_VERSION, "shapes": {k: list(data[k].shape) for k in DATASET_KEYS},
-           "sha256": sha256_file(path)}
-    write_json(sidecar(path), out)
-    return out
+    """Save ``data``'s :data:`DATASET_KEYS` with a JSON sidecar (:func:`algo_emu.io.write_tensors`): ``meta``
+    (the generation parameters, under ``params``) plus the format version, shapes and the file's sha256."""
+    return write_tensors(path, {k: data[k] for k in DATASET_KEYS}, {**meta, "format_version": FORMAT_VERSION})
 
 
 def load_dataset(path: str | Path, expect: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
-    """(tensors, sidecar) of a file of :func:`write_dataset`, loaded without unpickling code
-    (``weights_only``). The file's sha256 must match its sidecar and every entry of ``expect``
-    (e.g. mode, seed, the generation ``params``) the sidecar's, compared as JSON; otherwise
-    ValueError naming the difference."""
-    path = Path(path)
-    meta = checked_sidecar(path)
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}; rerun the data rule")
-    for key, value in expect.items():
-        if dumps_json(meta.get(key)) != dumps_json(value):
-            raise ValueError(f"{path}: generated with {key}={meta.get(key)!r}, this job needs {value!r}; rerun the data rule")
-    data = torch.load(path, weights_only=True)
-    if sorted(data) != sorted(DATASET_KEYS):
-        raise ValueError(f"{path}: holds {sorted(data)}, expected {sorted(DATASET_KEYS)}")
-    return data, meta
+    """(tensors, sidecar) of a file of :func:`write_dataset`; its sha256, format version, :data:`DATASET_KEYS`
+    and every entry of ``expect`` (e.g. mode, seed, the generation ``params``) checked
+    (:func:`algo_emu.io.load_tensors`: ValueError naming the difference)."""
+    return load_tensors(path, expect, keys=DATASET_KEYS, format_version=FORMAT_VERSION)
