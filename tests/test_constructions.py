@@ -466,7 +466,7 @@ def test_cli_study_library_multistep_and_figures(tmp_path):
         table = pd.read_csv(out)
         assert out.with_suffix(".md").exists() and out.with_suffix(".tex").exists()
         assert (tmp_path / f"{kind}.json").exists()
-        fig = parser.parse_args(["figure", "--kind", kind, "--table", str(out), "--out-stem", str(tmp_path / kind)])
+        fig = parser.parse_args(["figure", "--kind", kind, "--table", str(out), "--out", str(tmp_path / kind)])
         assert fig.func(fig) == 0
         assert (tmp_path / f"{kind}.pdf").stat().st_size > 0 and (tmp_path / f"{kind}.png").stat().st_size > 0
         if kind == "beta":

@@ -56,5 +56,5 @@ rule construction_figure:
         "logs/constructions/figure_{ckind}.log",
     shell:
         "{PY} -m algo_emu constructions figure --kind {wildcards.ckind} --table {input.table}"
-        " --out-stem {params.stem} > {log} 2>&1"
+        " --out {params.stem} > {log} 2>&1"
 

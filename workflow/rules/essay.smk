@@ -120,7 +120,7 @@ rule essay_icl_figure:
         "logs/essay/figure_icl.log",
     shell:
         "{PY} -m algo_emu essay figure --kind icl --params {params.cfg} --curves {input.curves}"
-        " --out-stem {params.stem} > {log} 2>&1"
+        " --out {params.stem} > {log} 2>&1"
 
 
 rule essay_equivalences_figure:
@@ -137,5 +137,5 @@ rule essay_equivalences_figure:
         "logs/essay/figure_equivalences.log",
     shell:
         "{PY} -m algo_emu essay figure --kind equivalences --params {params.cfg} --equivalences {input.table}"
-        " --out-stem {params.stem} > {log} 2>&1"
+        " --out {params.stem} > {log} 2>&1"
 

@@ -10,7 +10,7 @@ Steps (the Snakemake rules in workflow/rules/constructions.smk call these):
   python -m algo_emu constructions multistep --params JSON --seeds ... --out-csv results/tables/construction_multistep.csv \
       --out-per-seed results/constructions/multistep_per_seed.csv [--out-meta ...]
   python -m algo_emu constructions figure --kind {beta,p,n,d,library,multistep} [--params JSON] \
-      --table results/tables/construction_<kind>.csv --out-stem results/figures/construction_<kind>
+      --table results/tables/construction_<kind>.csv --out results/figures/construction_<kind>
 
 ``--params`` is the resolved ``constructions`` config section as JSON; the tables are also
 written as .md and .tex beside the CSV (algo_emu.tables.write_table).
@@ -99,10 +99,10 @@ def multistep(params: dict, seeds: list[int], out_csv: str, out_per_seed: str | 
     _construct("multistep", "multistep", studies.run_multistep, params, seeds, out_csv, out_per_seed, out_meta, threads)
 
 
-def figure(kind: str, table: str, out_stem: str, params: dict | None = None) -> None:
+def figure(kind: str, table: str, out: str, params: dict | None = None) -> None:
     from algo_emu.plots import constructions as plots
 
-    plots.plot(kind, pd.read_csv(table), out_stem)
+    plots.plot(kind, pd.read_csv(table), out)
 
 
 PARAMS = cli.PARAMS.to(required=False, default={}, help="the constructions config section as JSON")
@@ -121,6 +121,6 @@ STEPS = [
          [arg("--kind", required=True, choices=["beta", "p", "n", "d", "library", "multistep"]),
           PARAMS.to(help="the constructions config section (unused; figures read only the table)"),
           arg("--table", required=True, help="the table CSV written by the study/library/multistep step"),
-          arg("--out-stem", required=True, help="figure path without suffix (.pdf and .png are written)")]),
+          cli.FIGURE]),
 ]
 add_parser = cli.steps_parser(STEPS)

@@ -11,7 +11,7 @@ Steps (the rules in workflow/rules/essay.smk call these; ``--params`` is the res
   python -m algo_emu essay claims --params JSON --raw ... --summaries ... --train-metrics ... \
       --equivalences results/tables/essay_equivalences.csv --out-claims results/tables/essay_claims.csv \
       --out-curves results/tables/essay_curves.csv --out-details results/essay/claims_details.json
-  python -m algo_emu essay figure --kind {icl,equivalences} --params JSON --curves ... --equivalences ... --out-stem ...
+  python -m algo_emu essay figure --kind {icl,equivalences} --params JSON --curves ... --equivalences ... --out ...
 """
 
 from __future__ import annotations
@@ -116,14 +116,14 @@ def claims(params: dict, raw: list[str], summaries: list[str], train_metrics: li
         log.info("%-14s %s | %s", r.verdict, r.measured, r.claim[:90])
 
 
-def figure(params: dict, kind: str, out_stem: str, curves: str | None = None, equivalences: str | None = None,
+def figure(params: dict, kind: str, out: str, curves: str | None = None, equivalences: str | None = None,
            threads: int = 1) -> None:
     from algo_emu.plots import essay as plots
 
     if kind == "icl":
-        plots.plot_icl(pd.read_csv(curves), _check(params), out_stem)
+        plots.plot_icl(pd.read_csv(curves), _check(params), out)
     else:
-        plots.plot_equivalences(pd.read_csv(equivalences), out_stem)
+        plots.plot_equivalences(pd.read_csv(equivalences), out)
 
 
 COMMON = [cli.THREADS.to(default=1)]
@@ -149,6 +149,6 @@ STEPS = [
           arg("--out-claims", required=True), arg("--out-curves", required=True), arg("--out-details", required=True)]),
     Step("figure", "one figure from the tables", figure,
          [_params("figure"), *COMMON, arg("--kind", required=True, choices=["icl", "equivalences"]), arg("--curves", default=None),
-          arg("--equivalences", default=None), arg("--out-stem", required=True)]),
+          arg("--equivalences", default=None), cli.FIGURE]),
 ]
 add_parser = cli.steps_parser(STEPS)
