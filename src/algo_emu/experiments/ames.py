@@ -113,22 +113,22 @@ class AmesConfigError(ValueError):
 
 
 def resolve_train_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    p = dict(TRAIN_DEFAULTS)
-    p.update(dict(params or {}))
-    check_params(p)
+    section = dict(TRAIN_DEFAULTS)
+    section.update(dict(params or {}))
+    check_params(section)
     return p
 
 
-def check_params(p: Mapping[str, Any]) -> None:
+def check_params(section: Mapping[str, Any]) -> None:
     """Cross-field checks of the training keys (the schema checks types and ranges)."""
-    H, hidden = p.get("heads", DEFAULTS["heads"]), p.get("hidden", DEFAULTS["hidden"])
+    H, hidden = section.get("heads", DEFAULTS["heads"]), section.get("hidden", DEFAULTS["hidden"])
     if hidden != "auto" and (isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1):
         raise AmesConfigError(f"ames.hidden must be 'auto' or a positive integer, got {hidden!r}")
     if hidden != "auto" and hidden % H:
         raise AmesConfigError(f"ames.heads: {H} heads do not divide ames.hidden = {hidden}")
-    if p.get("total_tokens", DEFAULTS["total_tokens"]) < 1:
-        raise AmesConfigError(f"ames.total_tokens (p) must be >= 1 (n = 1 data token), got {p['total_tokens']}")
-    for m in p.get("modes", []):
+    if section.get("total_tokens", DEFAULTS["total_tokens"]) < 1:
+        raise AmesConfigError(f"ames.total_tokens (p) must be >= 1 (n = 1 data token), got {section['total_tokens']}")
+    for m in section.get("modes", []):
         if m not in MODES:
             raise AmesConfigError(f"ames.modes: unknown mode {m!r} (allowed: {list(MODES)})")
 
@@ -317,7 +317,7 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
     if mode not in MODES:
         raise AmesConfigError(f"ames mode must be one of {list(MODES)}, got {mode!r}")
     _check_lengths(seeds, prepared_paths, fits_paths)
-    p = resolve_train_params(params)
+    section = resolve_train_params(params)
     runner = Runner(device_spec, threads)
     per_seed, d_ins, inputs, n_features = {}, {}, {}, {}
     for s, pp, fp in zip(seeds, prepared_paths, fits_paths):
@@ -331,9 +331,9 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
             inputs[s]["family_counts"] = {f: int((draw == k).sum()) for k, f in enumerate(POOL_FAMILIES)}
         else:
             inputs[s]["algorithm_counts"] = {a: int((draw == k).sum()) for k, a in enumerate(ALGORITHMS)}
-    groups = layout(d_ins, p["heads"], p["hidden"])
-    run = {k: p[k] for k in RESULT_KEYS} | {"mode": mode}
-    info = _train_role("emulator", p, mode, seeds, groups, per_seed, inputs, run, out, checkpoint_dir, runner)
+    groups = layout(d_ins, section["heads"], section["hidden"])
+    run_params = {k: section[k] for k in RESULT_KEYS} | {"mode": mode}
+    info = _train_role("emulator", section, mode, seeds, groups, per_seed, inputs, run_params, out, checkpoint_dir, runner)
     if out_blind is not None:
         runner = runner.restarted()  # the same device; the baseline's own wall clock
         blind_tokens = {}
@@ -343,44 +343,44 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
         # same hidden width per group as the emulator (the budget), the group's input = the widest blind token
         bgroups = [{"hidden": g["hidden"], "d_in": max(blind_tokens[s][0].shape[1] for s, _ in g["members"]),
                     "members": [[s, int(blind_tokens[s][0].shape[1])] for s, _ in g["members"]]} for g in groups]
-        _train_role("blind", p, mode, seeds, bgroups, blind_tokens, inputs, run | {"role": "blind"}, out_blind,
+        _train_role("blind", section, mode, seeds, bgroups, blind_tokens, inputs, run_params | {"role": "blind"}, out_blind,
                     checkpoint_dir, runner)
     return info
 
 
-def _budget(p: Mapping[str, Any], hidden: int, n_train: int) -> dict:
-    return abl.budget(p, n_prompts=int(n_train), p=p["total_tokens"], hidden=int(hidden))
+def _budget(section: Mapping[str, Any], hidden: int, n_train: int) -> dict:
+    return abl.budget(section, n_prompts=int(n_train), p=section["total_tokens"], hidden=int(hidden))
 
 
-def _train_role(role: str, p: Mapping[str, Any], mode: str, seeds: Sequence[int], groups: list[dict],
-                per_seed: Mapping[int, tuple], inputs: Mapping[int, dict], run: dict, out: str | Path,
+def _train_role(role: str, section: Mapping[str, Any], mode: str, seeds: Sequence[int], groups: list[dict],
+                per_seed: Mapping[int, tuple], inputs: Mapping[int, dict], run_params: dict, out: str | Path,
                 checkpoint_dir: str | Path | None, runner: Runner) -> dict:
     from algo_emu.frozen import save_frozen
 
     device = runner.device
-    cfg = train_config("ames", p)
+    cfg = train_config("ames", section)
     models, history, seconds, budgets = [], {}, {}, {}
     prefix = "" if role == "emulator" else "blind_"
     for g in groups:
         gseeds = [s for s, _ in g["members"]]
         task = AmesTask([per_seed[s][0] for s in gseeds], [per_seed[s][1] for s in gseeds], gseeds, mode, g["d_in"],
                         device)
-        model = build_group(g, p["heads"], p["total_tokens"], p["attention"], mode=mode, role=role).to(device)
+        model = build_group(g, section["heads"], section["total_tokens"], section["attention"], mode=mode, role=role).to(device)
         ckpt = Path(checkpoint_dir) / f"{prefix}h{g['hidden']}.pt" if checkpoint_dir else None
         log.info("%s %s: group h=%d, d_in=%d, seeds %s (%d training prompts each) on %s", mode, role, g["hidden"],
                  g["d_in"], gseeds, task.n_train, device)
-        res = runner.train(model, task, cfg, run, ckpt, fingerprint_extra={"group": g, "inputs": {s: inputs[s] for s in gseeds}})
+        res = runner.train(model, task, cfg, run_params, ckpt, fingerprint_extra={"group": g, "inputs": {s: inputs[s] for s in gseeds}})
         models.append(model.to("cpu"))
-        budgets[str(g["hidden"])] = _budget(p, g["hidden"], task.n_train)
+        budgets[str(g["hidden"])] = _budget(section, g["hidden"], task.n_train)
         for e, s in enumerate(gseeds):
             history[s] = [{"epoch": h["epoch"], "train_loss": h["train_loss"][e]} for h in res.history]
         seconds[g["hidden"]] = {"train_seconds_this_call": res.seconds, "epochs_run_this_call": res.epochs_run,
                                 "resumed_from_epoch": res.resumed_from,
                                 "epoch_seconds": [h["seconds"] for h in res.history]}
-    meta = {"experiment": "ames", "mode": mode, "role": role, "heads": p["heads"], "total_tokens": p["total_tokens"],
+    meta = {"experiment": "ames", "mode": mode, "role": role, "heads": section["heads"], "total_tokens": section["total_tokens"],
             "attention": models[0].resolved_attention(next(models[0].parameters()).device), "groups": groups,
             "seeds": [int(s) for s in seeds]}
-    extra = {**runner.provenance(run), "inputs": {str(s): v for s, v in inputs.items()},
+    extra = {**runner.provenance(run_params), "inputs": {str(s): v for s, v in inputs.items()},
              "budget": budgets, "history": {str(s): v for s, v in history.items()},
              "timing": {"wall_seconds_job": runner.seconds(), "groups": seconds},
              "environment": runner.environment()}
@@ -747,7 +747,7 @@ def findings(table: pd.DataFrame) -> str:
 
 def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | None = None) -> str:
     m0 = metrics[0]
-    p = m0["params"]
+    section = m0["params"]
     devices = ", ".join(sorted(runs.device.unique()))
     hidden = ", ".join(str(h) for h in sorted(runs.hidden.unique()))
     n_tr, n_te = m0["n_train"], m0["n_test"]
@@ -780,8 +780,8 @@ def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | N
         "log price for every algorithm, so the weights cannot matter there by construction and algorithm_mse is "
         "the intercept-free prediction's error."
         f"{lasso_note(runs)} Data: {data_provenance(metrics)}; {n_tr} training / {n_te} test rows per seed. "
-        f"Emulator: n = 1 token, p = {p['total_tokens']}, H = {p['heads']}, h = {hidden}, d_out = 1; "
-        f"{p['epochs']} epochs, batch {p['batch_size']}, Adam lr {p['lr']}. Frozen parameters (emulator and "
+        f"Emulator: n = 1 token, p = {section['total_tokens']}, H = {section['heads']}, h = {hidden}, d_out = 1; "
+        f"{section['epochs']} epochs, batch {section['batch_size']}, Adam lr {section['lr']}. Frozen parameters (emulator and "
         f"baseline) bit-identical before and after evaluation: {bool(runs.bit_identical.all())}. Device: {devices}."
     )
     if table is not None:
@@ -790,7 +790,7 @@ def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | N
 
 
 def ablation_caption(ablations: pd.DataFrame, metrics: Sequence[dict]) -> str:
-    p = metrics[0]["params"]
+    section = metrics[0]["params"]
     return (
         "Ames Housing, prompt ablations (algo_emu.ablation): the frozen emulator's MSE against the ORIGINAL prompt's "
         "target when the prompt's weights (w, and b in corrected) are replaced; mean, sample std and 95% bootstrap "
@@ -800,7 +800,7 @@ def ablation_caption(ablations: pd.DataFrame, metrics: Sequence[dict]) -> str:
         "normal draws rescaled to the prompt's own norm per block; zeros: all weights zero. A model that reads the "
         "weights gets much worse under ablation than 'none'; one that ignores them scores the same. "
         "mse_over_blind = mse_mean / weight_blind's mse_mean. "
-        f"p = {p['total_tokens']}, H = {p['heads']}, {p['epochs']} epochs."
+        f"p = {section['total_tokens']}, H = {section['heads']}, {section['epochs']} epochs."
     )
 
 
