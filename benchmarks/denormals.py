@@ -54,7 +54,7 @@ def count_denormal(t) -> int:
 
 def _ames_task(mode: str, ames_dir: Path, device):
     """E4's first hidden-width group of the real training tokens in ``ames_dir`` (prepared + fits), as the job builds it."""
-    from algo_emu.experiments.ames import AmesTask, _load_seed, build_group, layout, training_examples
+    from algo_emu.experiments.ames import AmesTask, _load_seed, build_group, member_groups, training_examples
     from algo_emu.config import load_config
 
     cfg = load_config(str(REPO / "config/config.yaml"), gpu_check=False)
@@ -69,7 +69,7 @@ def _ames_task(mode: str, ames_dir: Path, device):
         per[s], d_ins[s] = (tokens, targets), tokens.shape[1]
     if not per:
         raise SystemExit(f"--ames-dir {ames_dir}: no seed has both prepared.npz and {mode} fits.npz")
-    g = layout(d_ins, ap["heads"], ap["hidden"])[0]
+    g = member_groups(d_ins, ap["heads"], ap["hidden"])[0]
     seeds = [s for s, _ in g["members"]]
     task = AmesTask([per[s][0] for s in seeds], [per[s][1] for s in seeds], seeds, mode, g["d_in"], device)
     model = build_group(g, ap["heads"], ap["total_tokens"], ap.get("attention", "auto"), mode=mode).to(device)

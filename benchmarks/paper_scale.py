@@ -230,19 +230,19 @@ def make_task(r: Row, cfg: dict, device, n_prompts: int):
                                            dtype=torch.float64) for k in "KQV"}} for s in seeds}
         task = HeadsTask(ds, hp, device)
     elif r.experiment == "theorem31":
-        from algo_emu.experiments.theorem31 import Theorem31Task, layout
+        from algo_emu.experiments.theorem31 import Theorem31Task, prompt_layout
         tp = dict(cfg["theorem31"], n_prompts=n_prompts)
         task = Theorem31Task(seeds, tp, device)
         if r.role == "blind":
             from algo_emu.ablation import WeightBlindTask
-            task = WeightBlindTask(task, layout(tp["d"]))
+            task = WeightBlindTask(task, prompt_layout(tp["d"]))
     elif r.experiment == "statistical":
-        from algo_emu.experiments.statistical import StatisticalTask, layout
+        from algo_emu.experiments.statistical import StatisticalTask, prompt_layout
         sp = dict(cfg["statistical"], n_prompts=n_prompts)
         task = StatisticalTask(seeds, r.setting["mode"], sp, device)
         if r.role == "blind":
             from algo_emu.ablation import WeightBlindTask
-            task = WeightBlindTask(task, layout(sp, r.setting["mode"]))
+            task = WeightBlindTask(task, prompt_layout(sp, r.setting["mode"]))
     elif r.experiment == "ames":
         from algo_emu.experiments.ames import AmesTask
         g = torch.Generator().manual_seed(0)

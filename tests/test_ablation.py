@@ -222,8 +222,8 @@ def test_weight_blind_batches_are_the_models_batches_without_the_weights_strippe
     e2_params = {"n_prompts": 24, "n_tokens": 4, "d": 3, "fs": ["tanh", "step"], "x_dist": "uniform", "x_scale": 5.0,
                  "gd_eta": 0.1, "batch_size": 8, "test_fraction": 0.25}
     cpu = torch.device("cpu")
-    cases = [(e3.StatisticalTask([0, 1], mode, e3_params, cpu), e3.layout(e3_params, mode)) for mode in e3.MODES]
-    cases.append((e2.Theorem31Task([0, 1], e2_params, cpu), e2.layout(e2_params["d"])))
+    cases = [(e3.StatisticalTask([0, 1], mode, e3_params, cpu), e3.prompt_layout(e3_params, mode)) for mode in e3.MODES]
+    cases.append((e2.Theorem31Task([0, 1], e2_params, cpu), e2.prompt_layout(e2_params["d"])))
     for task, lay in cases:
         blind = ab.WeightBlindTask(task, lay)
         assert blind._per_step is False and blind.task is not task

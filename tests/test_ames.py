@@ -225,10 +225,10 @@ def test_hidden_width_layout_and_config_checks():
     assert ex.token_width(275, "corrected") == 552 and ex.token_width(262, "reference_code") == 524
     assert ex.hidden_width(524, 8, "auto") == 528 and ex.hidden_width(552, 8, "auto") == 552
     assert ex.hidden_width(550, 8, 64) == 64
-    groups = ex.layout({0: 550, 1: 544, 2: 538, 3: 548}, 8, "auto")
+    groups = ex.member_groups({0: 550, 1: 544, 2: 538, 3: 548}, 8, "auto")
     assert [(g["hidden"], g["d_in"], [s for s, _ in g["members"]]) for g in groups] == [
         (544, 544, [1, 2]), (552, 550, [0, 3])]
-    assert len(ex.layout({0: 550, 1: 538}, 8, 64)) == 1
+    assert len(ex.member_groups({0: 550, 1: 538}, 8, 64)) == 1
     with pytest.raises(ex.AmesConfigError, match="ames.heads: 8 heads do not divide ames.hidden = 60"):
         ex.resolve_train_params({"hidden": 60})
     with pytest.raises(ex.AmesConfigError, match="ames.modes: unknown mode"):
@@ -245,7 +245,7 @@ def test_padded_ensemble_member_equals_its_standalone_run():
         fitted = af.fit_arrays(arrays, mode, s, dict(af.FIT_DEFAULTS, cv_folds=2, ridge_n_alphas=3, lasso_n_alphas=3))
         per_seed[s] = ex.training_examples(s, arrays, fitted["arrays"], mode)[:2]
     d_ins = {s: t.shape[1] for s, (t, _) in per_seed.items()}
-    (group,) = ex.layout(d_ins, H, hidden)
+    (group,) = ex.member_groups(d_ins, H, hidden)
     cfg = TrainConfig(epochs=2, batch_size=8, lr=1e-2)
     seeds = [s for s, _ in group["members"]]
     task = ex.AmesTask([per_seed[s][0] for s in seeds], [per_seed[s][1] for s in seeds], seeds, mode, group["d_in"],

@@ -123,7 +123,7 @@ def test_packaged_download_provenance(packaged):
     assert on_disk == json.loads(json.dumps(prov))
     assert prov["source"] == prov["source_requested"] == "packaged"
     assert (prov["n_rows"], prov["n_columns"]) == (2930, 82)
-    assert prov["sha256"] == sha256_file(csv) == ames.DEFAULTS["packaged_sha256"]
+    assert prov["sha256"] == sha256_file(csv) == ames.DATA_DEFAULTS["packaged_sha256"]
     assert prov["sha256_verified"] is True and prov["sha256_pin_key"] == "ames.packaged_sha256"
     assert prov["packaged"]["package_version"] == "0.2.10"
     assert prov["fallback"] is None
@@ -380,7 +380,7 @@ def test_prepare_cli_deterministic_per_seed(packaged, tmp_path):
         np.testing.assert_array_equal(a[k], b[k])
     assert not np.array_equal(a["test_index"], c["test_index"])
     assert ma["shapes"]["X_train"] == [2344, ma["n_features"]] and ma["shapes"]["X_test"] == [586, ma["n_features"]]
-    assert ma["input"]["sha256"] == ames.DEFAULTS["packaged_sha256"] and ma["input"]["source"] == "packaged"
+    assert ma["input"]["sha256"] == ames.DATA_DEFAULTS["packaged_sha256"] and ma["input"]["source"] == "packaged"
     assert ma["params"]["test_fraction"] == 0.2 and "lr" not in ma["params"]
     assert ma["feature_names"] == list(a["feature_names"])
     assert np.isfinite(a["X_train"]).all() and np.isfinite(a["X_test"]).all()
@@ -431,4 +431,4 @@ def test_rules_pass_each_step_exactly_its_keys():
     assert 'step_cfg("ames", "download")' in smk and 'step_cfg("ames", "prepare")' in smk
     assert reads("ames", "download").keys == ames.DOWNLOAD_KEYS
     assert reads("ames", "prepare").keys == ames.PREPARE_KEYS
-    assert set(ames.DOWNLOAD_KEYS) | set(ames.PREPARE_KEYS) == set(ames.DEFAULTS)
+    assert set(ames.DOWNLOAD_KEYS) | set(ames.PREPARE_KEYS) == set(ames.DATA_DEFAULTS)

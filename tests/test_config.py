@@ -224,7 +224,7 @@ from algo_emu.experiments import ames as ex
 
 ames = config.schema_defaults("ames")
 print(json.dumps({
-    "data": data.DEFAULTS == {k: ames[k] for k in data.DOWNLOAD_KEYS + data.PREPARE_KEYS},
+    "data": data.DATA_DEFAULTS == {k: ames[k] for k in data.DOWNLOAD_KEYS + data.PREPARE_KEYS},
     "fits": fits.FIT_DEFAULTS == {k: ames[k] for k in fits.FIT_KEYS},
     "train": ex.TRAIN_DEFAULTS == {k: ames[k] for k in ("modes",) + ex.TRAIN_KEYS},
     "ames": ex.DEFAULTS == ames,

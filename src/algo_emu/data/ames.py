@@ -83,12 +83,12 @@ DOWNLOAD_KEYS: tuple[str, ...] = _reads("ames", "download").keys
 PREPARE_KEYS: tuple[str, ...] = _reads("ames", "prepare").keys
 
 #: Defaults of the data keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
-DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in DOWNLOAD_KEYS + PREPARE_KEYS}
+DATA_DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in DOWNLOAD_KEYS + PREPARE_KEYS}
 
 
 def resolve_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Defaults overlaid with ``params`` (keys this module does not use, e.g. training keys, pass through)."""
-    out = dict(DEFAULTS)
+    out = dict(DATA_DEFAULTS)
     out.update(dict(params or {}))
     tf = out["test_fraction"]
     if isinstance(tf, bool) or not isinstance(tf, (int, float)) or not 0.0 < float(tf) < 1.0:

@@ -210,7 +210,7 @@ def training_examples(seed: int, prepared: Mapping[str, np.ndarray], fitted: Map
 # --------------------------------------------------------------------------- the emulators
 
 
-def layout(d_ins: Mapping[int, int], heads: int, hidden: int | str) -> list[dict]:
+def member_groups(d_ins: Mapping[int, int], heads: int, hidden: int | str) -> list[dict]:
     """Seeds grouped by hidden width: ``[{"hidden", "d_in" (the group's widest token), "members": [[seed, d_in]]}]``."""
     groups: dict[int, list] = {}
     for s in sorted(d_ins):
@@ -331,7 +331,7 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
             inputs[s]["family_counts"] = {f: int((draw == k).sum()) for k, f in enumerate(POOL_FAMILIES)}
         else:
             inputs[s]["algorithm_counts"] = {a: int((draw == k).sum()) for k, a in enumerate(ALGORITHMS)}
-    groups = layout(d_ins, section["heads"], section["hidden"])
+    groups = member_groups(d_ins, section["heads"], section["hidden"])
     run_params = {k: section[k] for k in RESULT_KEYS} | {"mode": mode}
     info = _train_role("emulator", section, mode, seeds, groups, per_seed, inputs, run_params, out, checkpoint_dir, runner)
     if out_blind is not None:

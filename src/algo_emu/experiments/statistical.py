@@ -88,7 +88,7 @@ def d_in(params: dict, mode: str) -> int:
     return 2 * params["d"] + (2 if mode == "fitted" else 0)
 
 
-def layout(params: dict, mode: str) -> ab.PromptLayout:
+def prompt_layout(params: dict, mode: str) -> ab.PromptLayout:
     """Where the weights are: fitted tokens [x; y; w_A; b_A] (blocks w_A and b_A), reference_code
     tokens [x_i; w]; every token carries them."""
     d = params["d"]
@@ -200,7 +200,7 @@ class StatisticalTask:
 
 
 def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = False) -> dict:
-    width = layout(params, mode).blind().d_in if blind else d_in(params, mode)
+    width = prompt_layout(params, mode).blind().d_in if blind else d_in(params, mode)
     return {"experiment": EXPERIMENT, "mode": mode, "heads": H, "members": [[s, mode] for s in seeds],
             "d_in": width, "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
             "total_tokens": params["p"], "attention": params.get("attention", DEFAULTS["attention"]), "weight_blind": blind}
@@ -242,11 +242,11 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     if blind:
         run_params["weight_blind"] = True
     log.info("statistical %s H=%d%s: %d seeds on %s", mode, H, " weight-blind" if blind else "", len(seeds), device)
-    train_task = ab.WeightBlindTask(task, layout(params, mode)) if blind else task
+    train_task = ab.WeightBlindTask(task, prompt_layout(params, mode)) if blind else task
     result = run.train(model, train_task, cfg, run_params, checkpoint, seeds=seeds)
     extra = {
         **run.provenance(run_params), "seeds": list(seeds),
-        "budget": train_budget(params, H), "layout": layout(params, mode).describe(),
+        "budget": train_budget(params, H), "layout": prompt_layout(params, mode).describe(),
         "data_sha256": {str(s): v for s, v in task.data_sha256.items()},
         "algorithm_counts": {str(s): v for s, v in task.algorithm_counts.items()},
         "history": {str(s): [h["train_loss"][i] for h in result.history] for i, s in enumerate(seeds)},
@@ -289,7 +289,7 @@ def _predict(model: torch.nn.Module, x: torch.Tensor, chunk: int, m: int) -> tor
 
 def _ablation_variants(params: dict, mode: str, alg: str, seed: int, batches: dict, e: int) -> dict[str, torch.Tensor]:
     """Seed ``seed``'s (member ``e``'s) prompts of ``alg`` with the weights ablated (:mod:`algo_emu.ablation`)."""
-    lay = layout(params, mode)
+    lay = prompt_layout(params, mode)
     algs = list(batches)
     donors, extra = {}, {}
     if len(algs) > 1:  # the weights the next algorithm of the mixture fitted on the same prompt
@@ -318,7 +318,7 @@ def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[
     """
     m = params["n_query"] if mode == "fitted" else 0
     batches = batches if batches is not None else eval_batches(params, mode, seeds)
-    lay = layout(params, mode)
+    lay = prompt_layout(params, mode)
     if ablations and blind:
         ab.require_weights(lay.blind(), "prompt ablations")
     out: dict = {s: {} for s in seeds}
@@ -410,13 +410,13 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
             "model_file": str(model_path), "frozen": frozen_info,
             "timing": {"train": info["timing"], "eval_wall_seconds_job": wall},
             "environment": {"train": info["environment"], "eval": env},
-            "budget": info.get("budget"), "layout": layout(params, mode).describe(),
+            "budget": info.get("budget"), "layout": prompt_layout(params, mode).describe(),
             "ablation_mse": result["ablation_mse"][s],
         }
         if blind is not None:
             b_info, b_result, b_frozen = blind
             metrics["blind"] = {
-                "model_file": str(blind_path), "input": layout(params, mode).blind().describe(),
+                "model_file": str(blind_path), "input": prompt_layout(params, mode).blind().describe(),
                 "errors": b_result["errors"][s], "mse": {a: e[HEADLINE[mode]] for a, e in b_result["errors"][s].items()},
                 "budget": b_info["budget"], "train_history": b_info["history"][str(s)], "frozen": b_frozen,
                 "train_timing": b_info["timing"],

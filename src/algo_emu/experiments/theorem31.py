@@ -56,7 +56,7 @@ MODE = "theorem"
 ABLATION_SETTING = ["f", "p", "heads"]
 
 
-def layout(d: int) -> ab.PromptLayout:
+def prompt_layout(d: int) -> ab.PromptLayout:
     """Token [x_i; y_i; w]: the weights w are columns d+1 .. 2d of every token."""
     return ab.PromptLayout(EXPERIMENT, 2 * d + 1, ((d + 1, 2 * d + 1),))
 
@@ -220,7 +220,7 @@ def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict
     the original prompts; each seed's ablation draws come from its own stream ``(seed, "theorem31",
     "ablation", name)``, so members of one seed (the f) see the same ablated prompts.
     """
-    lay = layout(params["d"])
+    lay = prompt_layout(params["d"])
     chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
     record: dict = {}
     out: list[dict] = [{} for _ in task.members]
@@ -242,7 +242,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
     same data-order stream) and budget, on tokens [x_i; y_i] (w removed), initialised from its own stream."""
     run = Runner(device_spec, threads)
     task = Theorem31Task(seeds, params, run.device)
-    lay = layout(params["d"])
+    lay = prompt_layout(params["d"])
     model = build_model(task, params, p, blind=blind).to(run.device)
     run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention}
     if blind:

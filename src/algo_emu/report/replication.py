@@ -829,7 +829,7 @@ REQUIRED = [
     "f_emulation.csv", "f_gd_step.csv", "statistical_emulation.csv", "ames.csv",
     "construction_library.csv", "construction_beta.csv", "construction_p.csv", "construction_multistep.csv",
 ]
-SECTIONS = [
+REPORT_SECTIONS = [
     ("E1", "E1 -- attention emulating an attention head (Theorem 4.1 ablation; the headline table)", e1_rows),
     ("E2", "E2 -- one softmax head emulating f(w^T x - y) x (Theorem 3.1)", e2_rows),
     ("E3", "E3 -- statistical algorithms from the prompt (Appendix C.1)", e3_rows),
@@ -842,7 +842,7 @@ def build(tables_dir: str | Path, config: Mapping, config_name: str, essay: str 
     tables = Path(tables_dir)
     check_present("replication", [tables / f for f in REQUIRED] + ([Path(essay)] if essay else []))
     rows: list[Row] = []
-    for _, _, fn in SECTIONS:
+    for _, _, fn in REPORT_SECTIONS:
         rows += fn(tables, config, config_name)
     if essay:
         rows += essay_rows(Path(essay), config)
@@ -878,7 +878,7 @@ def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[s
               "intervals over seeds in brackets. `results/tables/replication.csv` holds the same rows.", "", RULES]
     counts = frame.verdict.str.replace(r" \(.*\)$|:.*$", "", regex=True).value_counts()
     lines += ["**Verdicts in this report:** " + ", ".join(f"{k}: {v}" for k, v in counts.items()), ""]
-    experiments = [(key, title) for key, title, _ in SECTIONS]
+    experiments = [(key, title) for key, title, _ in REPORT_SECTIONS]
     if (frame.experiment == "E6 (essay)").any():
         experiments.append(("E6 (essay)", "E6 -- claims of the companion essay (results/tables/essay_claims.csv)"))
     for key, title in experiments:
