@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -27,23 +26,34 @@ WRAPPER = REPO / "benchmarks" / "device_heads_sweep.sh"
 RULES = REPO / "workflow" / "rules"
 
 
+def _python_body() -> ast.Module:
+    """The script's Python (its ``<<'PYEOF'`` here-document), parsed."""
+    return ast.parse(SCRIPT.read_text().split("<<'PYEOF'\n", 1)[1].rsplit("\nPYEOF", 1)[0])
+
+
 def test_scripts_parse():
     for script in (SCRIPT, WRAPPER):
         subprocess.run(["bash", "-n", str(script)], check=True)
-    body = SCRIPT.read_text().split("<<'PYEOF'\n", 1)[1].rsplit("\nPYEOF", 1)[0]
-    ast.parse(body)
+    _python_body()
 
 
-def _assigned_tuple(text: str, name: str) -> tuple:
-    m = re.search(rf"^{name}\s*=\s*(\(.*?\))\n", text, re.M | re.S)
-    assert m, f"{name} not found"
-    return ast.literal_eval(m.group(1))
+def _assignments(tree: ast.Module) -> dict[str, ast.expr]:
+    """Top-level ``NAME = <expr>`` of the script's Python."""
+    return {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)}
 
 
-def _tuple_after(text: str, pattern: str) -> tuple:
-    m = re.search(pattern + r"\s*(\(.*?\))", text, re.S)
-    assert m, pattern
-    return ast.literal_eval(m.group(1))
+def _comprehension_keys(node: ast.expr) -> tuple[str, set]:
+    """A dict comprehension that filters a section's keys: ('excluded', keys) for ``... if k not in (...)`` or
+    ``if k != "x"``, ('included', keys) for ``{k: S[k] for k in (...)}``."""
+    assert isinstance(node, ast.DictComp), ast.dump(node)
+    (gen,) = node.generators
+    if isinstance(gen.iter, ast.Tuple):
+        return "included", set(ast.literal_eval(gen.iter))
+    (cond,) = gen.ifs
+    assert isinstance(cond, ast.Compare) and isinstance(cond.ops[0], (ast.NotIn, ast.NotEq)), ast.dump(cond)
+    value = ast.literal_eval(cond.comparators[0])
+    return "excluded", set(value) if isinstance(value, tuple) else {value}
 
 
 def test_params_are_the_rules_slices():
@@ -52,18 +62,19 @@ def test_params_are_the_rules_slices():
     from algo_emu.config import schema_defaults
     from algo_emu.experiments.step_keys import reads
 
-    script = SCRIPT.read_text()
+    names = _assignments(_python_body())
+    keys = {n: ast.literal_eval(v) for n, v in names.items() if n.startswith("AMES_") and n.endswith("_KEYS")}
     for name, step in (("AMES_DOWNLOAD_KEYS", "download"), ("AMES_PREPARE_KEYS", "prepare"), ("AMES_TRAIN_KEYS", "train")):
-        assert _assigned_tuple(script, name) == reads("ames", step).keys, name
-    fit = _assigned_tuple(script, "AMES_REFERENCE_FIT_KEYS")
+        assert keys[name] == reads("ames", step).keys, name
+    fit = keys["AMES_REFERENCE_FIT_KEYS"]
     assert fit == reads("ames", "fit").for_variant("reference_code")
-    assert fit + _assigned_tuple(script, "AMES_POOL_KEYS") == reads("ames", "fit").for_variant("corrected")
+    assert fit + keys["AMES_POOL_KEYS"] == reads("ames", "fit").for_variant("corrected")
     stat = set(schema_defaults("statistical"))
-    train_excluded = r"STAT_TRAIN\w*\s*=\s*\{k: v for k, v in STAT\.items\(\) if k not in"
-    eval_keys = r"STAT_EVAL\w*\s*=\s*\{k: STAT\[k\] for k in"
-    assert set(reads("statistical", "train").all) <= stat - set(_tuple_after(script, train_excluded))
-    assert set(reads("statistical", "evaluate").all) <= set(_tuple_after(script, eval_keys))
-    assert 'T31_TRAIN = {k: v for k, v in T31.items() if k != "p_sweep"}' in script
+    assert _comprehension_keys(names["STAT_TRAIN"])[0] == "excluded"
+    assert set(reads("statistical", "train").all) <= stat - _comprehension_keys(names["STAT_TRAIN"])[1]
+    assert _comprehension_keys(names["STAT_EVAL"])[0] == "included"
+    assert set(reads("statistical", "evaluate").all) <= _comprehension_keys(names["STAT_EVAL"])[1]
+    assert _comprehension_keys(names["T31_TRAIN"]) == ("excluded", {"p_sweep"})
     assert "p_sweep" not in reads("theorem31", "train").all + reads("theorem31", "blind").all
 
 
