@@ -28,18 +28,11 @@ Two modes.
     can be reported (:func:`errors`): emulation (model vs algorithm),
     prediction (model vs noisy y) and the algorithm's own (algorithm vs noisy y).
 
-Algorithms of the fitted mode (X: n x d context, y: n labels):
-
-* ``ols``:   least squares; the minimum-norm solution (pseudo-inverse) when
-  n < d (``linear`` is accepted as an alias);
-* ``ridge``: argmin ||y - Xw||^2 + lam ||w||^2 = (X^T X + lam I)^{-1} X^T y.
-  This is scikit-learn's Ridge objective, so sklearn ``alpha`` == ``lam``
-  (no 1/n factor); with an intercept the data are centred and the intercept is
-  not penalised, as in sklearn;
-* ``lasso``: scikit-learn ``Lasso`` (objective (1/2n)||y - Xw||^2 + alpha ||w||_1,
-  cyclic coordinate descent, started from zero), fitted per prompt;
-* ``gd``:    k steps of gradient descent from w = 0 with step eta on
-  (1/2n)||Xw - y||^2 (no intercept).
+Algorithms of the fitted mode (X: n x d context, y: n labels), batched in :mod:`algo_emu.data.solvers`:
+``ols`` (minimum-norm least squares when n < d; ``linear`` is accepted as an alias), ``ridge``
+(argmin ||y - Xw||^2 + lam ||w||^2: scikit-learn's Ridge objective, ``alpha`` == ``lam``, no 1/n factor),
+``lasso`` (scikit-learn ``Lasso``, objective (1/2n)||y - Xw||^2 + alpha ||w||_1, from zero, per prompt),
+``gd`` (k steps of gradient descent from w = 0 with step eta on (1/2n)||Xw - y||^2, no intercept).
 
 Randomness: ``algo_emu.rng.torch_stream(seed, "statistical", mode, name)``
 with one stream per quantity (X, w, noise, algorithm draw, ...). All
@@ -52,7 +45,6 @@ target is computed in float64 from the rounded data.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -60,6 +52,7 @@ import numpy as np
 import torch
 
 from algo_emu.io import load_tensors, write_tensors
+from algo_emu.data.solvers import fit_gd, fit_lasso, fit_ols, fit_ridge
 from algo_emu.rng import torch_stream
 
 __all__ = [
@@ -186,105 +179,7 @@ def _positive_int(name: str, value: int) -> int:
     return int(value)
 
 
-# ----------------------------------------------------------------------------- algorithms
-# Batched over prompts, numpy float64: X (B, n, d), y (B, n) -> w (B, d), b (B,).
-
-
-def _center(X: np.ndarray, y: np.ndarray, intercept: bool):
-    if not intercept:
-        return X, y, None, None
-    xm = X.mean(axis=1)
-    ym = y.mean(axis=1)
-    return X - xm[:, None, :], y - ym[:, None], xm, ym
-
-
-def _intercept(w: np.ndarray, xm, ym) -> np.ndarray:
-    if xm is None:
-        return np.zeros(w.shape[0])
-    return ym - np.einsum("bd,bd->b", xm, w)
-
-
-def fit_ols(X: np.ndarray, y: np.ndarray, intercept: bool = False, rtol: float = 1e-10):
-    """Least squares; minimum-norm via the pseudo-inverse (singular values < rtol * max cut).
-
-    With an intercept the data are centred first (when n <= d the centred X has an exact
-    null singular value, which the cut removes).
-    """
-    Xc, yc, xm, ym = _center(np.asarray(X, np.float64), np.asarray(y, np.float64), intercept)
-    U, S, Vt = np.linalg.svd(Xc, full_matrices=False)
-    keep = S > rtol * S[:, :1]
-    s_inv = np.where(keep, 1.0 / np.where(keep, S, 1.0), 0.0)
-    coef = np.einsum("bnk,bn->bk", U, yc) * s_inv
-    w = np.einsum("bkd,bk->bd", Vt, coef)
-    return w, _intercept(w, xm, ym)
-
-
-def fit_ridge(X: np.ndarray, y: np.ndarray, lam: float, intercept: bool = False):
-    """argmin ||y - Xw||^2 + lam ||w||^2 (sklearn Ridge with alpha = lam); intercept unpenalised."""
-    Xc, yc, xm, ym = _center(np.asarray(X, np.float64), np.asarray(y, np.float64), intercept)
-    d = Xc.shape[-1]
-    A = np.einsum("bni,bnj->bij", Xc, Xc) + lam * np.eye(d)
-    rhs = np.einsum("bni,bn->bi", Xc, yc)
-    w = np.linalg.solve(A, rhs[..., None])[..., 0]
-    return w, _intercept(w, xm, ym)
-
-
-def fit_lasso(
-    X: np.ndarray,
-    y: np.ndarray,
-    alpha: float,
-    intercept: bool = False,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
-):
-    """scikit-learn ``Lasso(alpha, fit_intercept=False, tol, max_iter)`` fitted prompt by prompt.
-
-    One estimator is reused, inputs are passed pre-validated (Fortran-ordered float64,
-    ``check_input=False``) and hyper-parameters are validated once, not per fit; together
-    this cuts the per-fit overhead about threefold. Each fit starts from zero (no warm start
-    across prompts: starting from the ridge solution saved only 10-17 % of the iterations), so
-    the result equals an independent sklearn fit with the same settings.
-    With ``intercept`` the data are centred first, as sklearn does for ``fit_intercept=True``.
-    Returns (w, b, n_iter); emits one warning with the count of fits that hit ``max_iter``.
-    """
-    import sklearn
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import Lasso
-
-    Xc, yc, xm, ym = _center(np.asarray(X, np.float64), np.asarray(y, np.float64), intercept)
-    B, _, d = Xc.shape
-    w = np.zeros((B, d))
-    n_iter = np.zeros(B, dtype=np.int64)
-    model = Lasso(alpha=alpha, fit_intercept=False, tol=tol, max_iter=max_iter)
-    # skip_parameter_validation: the estimator's hyper-parameters are validated once below
-    # instead of on every fit (sklearn >= 1.3, public config option).
-    model._validate_params()
-    with warnings.catch_warnings(), sklearn.config_context(skip_parameter_validation=True):
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        for i in range(B):
-            model.fit(np.asfortranarray(Xc[i]), np.array(yc[i]), check_input=False)
-            w[i] = model.coef_
-            n_iter[i] = model.n_iter_
-    n_bad = int((n_iter >= max_iter).sum())
-    if n_bad:
-        warnings.warn(
-            f"lasso: {n_bad} of {B} fits stopped at max_iter={max_iter} before reaching tol={tol}",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return w, _intercept(w, xm, ym), n_iter
-
-
-def fit_gd(X: np.ndarray, y: np.ndarray, eta: float, steps: int):
-    """``steps`` steps of w <- w - eta * (1/n) X^T (X w - y) from w = 0 (no intercept)."""
-    X = np.asarray(X, np.float64)
-    y = np.asarray(y, np.float64)
-    B, n, d = X.shape
-    w = np.zeros((B, d))
-    for _ in range(steps):
-        r = np.einsum("bnd,bd->bn", X, w) - y
-        w = w - eta * np.einsum("bnd,bn->bd", X, r) / n
-    return w, np.zeros(B)
+# ----------------------------------------------------------------------------- algorithms (solvers: data.solvers)
 
 
 def fit(algorithm: str, X: np.ndarray, y: np.ndarray, params: Mapping[str, Any] | None = None):
