@@ -116,7 +116,7 @@ def resolve_train_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     section = dict(TRAIN_DEFAULTS)
     section.update(dict(params or {}))
     check_params(section)
-    return p
+    return section
 
 
 def check_params(section: Mapping[str, Any]) -> None:
