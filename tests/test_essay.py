@@ -200,3 +200,26 @@ def test_config_check_names_the_key():
     with pytest.raises(ConfigError, match=r"essay.k_max"):
         _validate({"k_max": 1}, SCHEMA_DIR / "essay.schema.yaml", "essay")
     assert yaml.safe_load((SCHEMA_DIR / "essay.schema.yaml").read_text())["properties"]["k_max"]["default"] == 32
+
+
+def test_a_saved_model_is_a_frozen_file_that_predicts_as_trained(tiny_model, tmp_path):
+    from algo_emu.essay.train import build_frozen, save_trained
+    from algo_emu.frozen import FrozenFile, FrozenModelError
+
+    ckpt, _ = tiny_model
+    path = tmp_path / "gaussian" / "seed0.pt"
+    side = save_trained(path, ckpt)
+    assert side["meta"]["variant"] == "gaussian" and "state_dict" not in side["meta"]
+    frozen = FrozenFile(path, build_frozen)
+    model, direct = TrainedICL.from_frozen(frozen), TrainedICL.from_checkpoint(ckpt)
+    prior = tasks.make_prior("gaussian", 1.0)
+    te = tasks.sample_prompts(prior, 64, 9, 2, 0.3, torch.Generator().manual_seed(7), 0)
+    with frozen.evaluating():
+        pred, _ = model.predict_all(te["X"], te["y"], prior)
+    assert torch.equal(pred, direct.predict_all(te["X"], te["y"], prior)[0])
+    assert frozen.proof()["bit_identical"] and (model.k_max, model.d, model.prior) == (direct.k_max, direct.d, direct.prior)
+    blob = bytearray(path.read_bytes())
+    blob[-100] ^= 1  # one flipped bit in the file: refused, naming it
+    path.write_bytes(bytes(blob))
+    with pytest.raises(FrozenModelError, match="seed0.pt: sha256 .* does not match its sidecar"):
+        FrozenFile(path, build_frozen)

@@ -136,6 +136,14 @@ class TrainedICL:
     device: torch.device
 
     @classmethod
+    def from_frozen(cls, frozen, device: torch.device | str = "cpu") -> "TrainedICL":
+        """A model loaded read-only through :class:`algo_emu.frozen.FrozenFile` (file written by
+        :func:`save_trained`; the sidecar's meta is the checkpoint without its weights)."""
+        meta = frozen.info["meta"]
+        return cls(frozen.model, dict(meta["prior"]), int(meta["k_max"]), int(meta["d"]), meta["variant"],
+                   torch.device(device))
+
+    @classmethod
     def from_checkpoint(cls, ckpt: dict, device: torch.device | str = "cpu") -> "TrainedICL":
         m = ckpt["model"]
         model = ICLTransformer(ckpt["d"], ckpt["k_max"], m["d_model"], ckpt["layers"], m["heads"], m["ff"])
@@ -178,3 +186,18 @@ class TrainedICL:
         ya = torch.cat([y, torch.zeros(y.shape[0], 1, dtype=y.dtype)], dim=1)
         pred, flag = self.predict_all(Xa, ya, prior, allow_ood)
         return pred[:, -1], flag
+
+
+def build_frozen(meta: dict) -> ICLTransformer:
+    """The module a frozen essay model file holds (``meta``: its checkpoint without the weights)."""
+    m = meta["model"]
+    return ICLTransformer(meta["d"], meta["k_max"], m["d_model"], meta["layers"], m["heads"], m["ff"])
+
+
+def save_trained(path, ckpt: dict) -> dict:
+    """Write a trained model as a frozen file (:func:`algo_emu.frozen.save_frozen`: weights, and a sidecar with the
+    file's sha256 and the parameters' digest); the checkpoint's other fields are its meta. Returns the sidecar."""
+    from algo_emu.frozen import save_frozen
+
+    return save_frozen(path, TrainedICL.from_checkpoint(ckpt).model, {k: v for k, v in ckpt.items() if k != "state_dict"})
+

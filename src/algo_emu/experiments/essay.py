@@ -12,11 +12,16 @@ Steps (the rules in workflow/rules/essay.smk call these; ``--params`` is the res
       --equivalences results/tables/essay_equivalences.csv --out-claims results/tables/essay_claims.csv \
       --out-curves results/tables/essay_curves.csv --out-details results/essay/claims_details.json
   python -m algo_emu essay figure --kind {icl,equivalences} --params JSON --curves ... --equivalences ... --out ...
+
+A trained model is a frozen file (algo_emu.frozen: its weights, and a sidecar ``<model>.pt.json`` with the file's
+sha256, the parameters' digest and the checkpoint's other fields); ``train --init`` and ``evaluate`` load it
+read-only through FrozenFile, and each evaluation record holds every model's proof (``frozen``).
 """
 
 from __future__ import annotations
 
 import logging
+import contextlib
 import time
 
 import pandas as pd
@@ -27,6 +32,7 @@ from algo_emu.cli import Step, arg
 from algo_emu.runner import Runner
 from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
+from algo_emu.frozen import FrozenFile
 from algo_emu.experiments.step_keys import params_arg
 from algo_emu.io import read_json, save_torch, write_json
 from algo_emu.tables import write_table
@@ -60,35 +66,39 @@ def equivalences(params: dict, seeds: list[int], out_csv: str, threads: int = 1)
 
 def train(params: dict, variant: str, seed: int, out_model: str, out_metrics: str, init: str | None = None,
           device_spec: str = "auto", threads: int = 1) -> None:
-    from algo_emu.essay.train import train_variant
+    from algo_emu.essay.train import build_frozen, save_trained, train_variant
 
     run = Runner(device_spec, int(threads or 1))
-    start = torch.load(init, map_location="cpu", weights_only=False) if init else None
+    start = {"state_dict": FrozenFile(init, build_frozen).model.state_dict()} if init else None  # checked read
     ckpt, metrics = train_variant(_check(params), variant, seed, run.device, start)
     metrics.update({**run.provenance(params), "environment": run.environment()})
-    save_torch(out_model, ckpt)
+    save_trained(out_model, ckpt)
     write_json(out_metrics, metrics)
 
 
 def evaluate(params: dict, seed: int, models: list[str], out_raw: str, out_metrics: str, device_spec: str = "auto",
              threads: int = 1) -> None:
     from algo_emu.essay.evaluate import evaluate_seed
-    from algo_emu.essay.train import TrainedICL
+    from algo_emu.essay.train import TrainedICL, build_frozen
 
     run = Runner(device_spec, int(threads or 1))
     params = _check(params)
-    loaded = {}
+    files = {}
     for item in models:
         name, _, path = item.partition("=")
         if not path:
             raise SystemExit(f"--models entries are <variant>=<path>, got {item!r}")
-        loaded[name] = TrainedICL.from_checkpoint(torch.load(path, map_location="cpu", weights_only=False), run.device)
-    if "gaussian" not in loaded:
+        files[name] = FrozenFile(path, build_frozen, run.device)
+    if "gaussian" not in files:
         raise SystemExit("--models must include gaussian=<path> (the main model)")
+    loaded = {name: TrainedICL.from_frozen(f, run.device) for name, f in files.items()}
     t0 = time.time()
-    summary, raw = evaluate_seed(loaded, params, seed)
+    with contextlib.ExitStack() as frozen:  # every model frozen: digests before and after, no gradients
+        for f in files.values():
+            frozen.enter_context(f.evaluating())
+        summary, raw = evaluate_seed(loaded, params, seed)
     summary.update({"eval_wall_s": time.time() - t0, **run.provenance(params), "environment": run.environment(),
-                    "variants": sorted(loaded)})
+                    "variants": sorted(loaded), "frozen": {name: f.proof() for name, f in files.items()}})
     save_torch(out_raw, raw)
     write_json(out_metrics, summary)
     log.info("evaluate seed %d: %d arrays in %.1f s", seed, len(raw), time.time() - t0)
