@@ -115,7 +115,10 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     m = json.loads(open(metrics[1]).read())
     assert m["seed"] == 1 and m["setting"] == {"p": 4, "heads": 1} and sorted(m["by_f"]) == sorted(params["fs"])
     assert m["ensemble"]["members"] == 8 and len(m["by_f"]["tanh"]["train_loss"]) == 2
-    assert m["frozen"]["bit_identical"] is True
+    from algo_emu.frozen import RECORD_KEYS
+
+    assert m["frozen"]["bit_identical"] is True and set(m["frozen"]) == set(RECORD_KEYS)  # evaluated from its frozen file
+    assert m["frozen"]["file"] == str(tmp_path / "p4" / "model.pt") and m["frozen"]["matches_saved"] is True
     assert m["by_f"]["tanh"]["ablation_mse"]["none"] == m["by_f"]["tanh"]["mse"]
     assert sorted(m["by_f"]["tanh"]["ablation_mse"]) == sorted(["none", "other_prompt", "permuted", "random", "zeros"])
     mb = json.loads(open(blind[1]).read())

@@ -24,6 +24,7 @@ def theorem31_blind_metrics(wildcards=None):
 rule theorem31_train:
     output:
         expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+        model="results/theorem31/runs/p{p}/model.pt",  # the frozen model the records were evaluated from
     params:
         step="train",
         cfg=step_cfg("theorem31", "train"),
@@ -54,6 +55,7 @@ rule theorem31_train:
 use rule theorem31_train as theorem31_blind with:
     output:
         expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+        model="results/theorem31/blind/p{p}/model.pt",
     params:
         step="blind",
         cfg=step_cfg("theorem31", "blind"),

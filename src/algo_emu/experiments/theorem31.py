@@ -8,8 +8,9 @@ MSE over every token. Corollary 3.1.2: averaging the n outputs with u = (1/n) 1
 gives the model's gradient step w - eta * u^T g, compared with the exact step.
 
 Steps (each a Snakemake rule): ``train`` (one p: all seeds x all f as one
-ensemble, evaluated on the held-out split, then frozen and evaluated again with
-the weights in the prompt ablated, ``seed<k>/metrics.json``), ``blind`` (the
+ensemble, saved as a frozen file ``<out-dir>/model.pt`` and evaluated from it
+read-only (:class:`algo_emu.frozen.FrozenFile`) on the held-out split, intact and
+with the weights in the prompt ablated, ``seed<k>/metrics.json``), ``blind`` (the
 weight-blind baseline of one p: the same block, data, data order and budget on
 tokens [x_i; y_i] without w), ``aggregate`` (tables ``f_emulation`` with
 ``mse_over_blind``, ``f_gd_step`` and ``f_emulation_ablation``), ``figure`` and
@@ -33,7 +34,7 @@ from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments.step_keys import params_arg
-from algo_emu.frozen import frozen
+from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import split_indices, torch_stream
@@ -213,24 +214,23 @@ def train_budget(params: dict, p: int) -> dict:
     return ab.budget(params, p=p)
 
 
-def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict) -> tuple[list[dict], dict]:
-    """The trained model, frozen, on the held-out prompts with w ablated (:mod:`algo_emu.ablation`).
+def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict) -> list[dict]:
+    """The trained model on the held-out prompts with w ablated (:mod:`algo_emu.ablation`); call it on a frozen
+    model (inside :meth:`algo_emu.frozen.FrozenFile.evaluating`).
 
-    Returns (per member ``{ablation: mse}``, including ``none``; the frozen record). Targets stay those of
-    the original prompts; each seed's ablation draws come from its own stream ``(seed, "theorem31",
-    "ablation", name)``, so members of one seed (the f) see the same ablated prompts.
+    Returns per member ``{ablation: mse}``, including ``none``. Targets stay those of the original prompts; each
+    seed's ablation draws come from its own stream ``(seed, "theorem31", "ablation", name)``, so members of one seed
+    (the f) see the same ablated prompts.
     """
     lay = prompt_layout(params["d"])
     chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
-    record: dict = {}
     out: list[dict] = [{} for _ in task.members]
-    with frozen(model, record):
-        for name in (ab.NONE, *ab.ABLATIONS):
-            seen = None if name == ab.NONE else torch.stack(
-                [ab.ablate(task.inputs_test[i], lay, name, seed=s, stream=(EXPERIMENT,)) for i, s in enumerate(task.seeds)])
-            for e, r in enumerate(task.evaluate(model, params["gd_eta"], chunk, inputs=seen)):
-                out[e][name] = r["mse"]
-    return out, record
+    for name in (ab.NONE, *ab.ABLATIONS):
+        seen = None if name == ab.NONE else torch.stack(
+            [ab.ablate(task.inputs_test[i], lay, name, seed=s, stream=(EXPERIMENT,)) for i, s in enumerate(task.seeds)])
+        for e, r in enumerate(task.evaluate(model, params["gd_eta"], chunk, inputs=seen)):
+            out[e][name] = r["mse"]
+    return out
 
 
 def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
@@ -253,13 +253,17 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
     result = run.train(model, ab.WeightBlindTask(task, lay) if blind else task, cfg, run_params, checkpoint, seeds=seeds)
     t_eval = time.perf_counter()
     chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
-    if blind:
-        frozen_record: dict = {}
-        with frozen(model, frozen_record):
+    # Saved once, evaluated from the file read-only (FrozenFile: digests before and after, the file hashed twice).
+    model_path = Path(out_dir) / "model.pt"
+    save_frozen(model_path, model, {"experiment": EXPERIMENT, "p": p, "seeds": list(seeds), "weight_blind": blind})
+    model_file = FrozenFile(model_path, lambda meta: build_model(task, params, p, blind=blind), run.device)
+    with model_file.evaluating() as model:
+        if blind:
             evaluation = task.evaluate(model, params["gd_eta"], chunk, transform=lambda x: ab.strip_weights(x, lay))
-    else:
-        evaluation = task.evaluate(model, params["gd_eta"], chunk)
-        ablations, frozen_record = evaluate_ablations(task, model, params)
+        else:
+            evaluation = task.evaluate(model, params["gd_eta"], chunk)
+            ablations = evaluate_ablations(task, model, params)
+    frozen_record = model_file.proof()
     timing, provenance = run.timing(result, eval_seconds=time.perf_counter() - t_eval), run.provenance(run_params)
     out = {}
     for s in seeds:
