@@ -80,6 +80,7 @@ rule heads_train:
         heads_train_data,
     output:
         expand("results/heads/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+        model="results/heads/{protocol}/runs/H{heads}_p{p}/model.pt",  # the frozen model the records were evaluated from
     params:
         cfg=lambda wc: step_cfg("heads", "train", wc.protocol),
         seeds=" ".join(map(str, SEEDS)),

@@ -36,6 +36,7 @@ from algo_emu.experiments.step_keys import params_arg
 from algo_emu.experiments.heads_variants import variants_figure, variants_table
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
+from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.io import read_json, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
@@ -150,11 +151,15 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
         loaded[path] = hd.load_dataset(path, params)
     datasets = {s: loaded[path] for s, path in zip(seeds, data_paths)}
     task = HeadsTask(datasets, params, device)
-    model = EnsembleEmulator(
-        [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
-        d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=H,
-        total_tokens=p, attention=params.get("attention", DEFAULTS["attention"]),
-    ).to(device)
+
+    def build(meta: dict | None = None) -> EnsembleEmulator:
+        return EnsembleEmulator(
+            [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
+            d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=H,
+            total_tokens=p, attention=params.get("attention", DEFAULTS["attention"]),
+        )
+
+    model = build().to(device)
     cfg = train_config("heads", params)
     run_params = {k: params[k] for k in TRAIN_KEYS} | {"heads": H, "p": p, "attention": model.resolved_attention(device),
                                                        "protocol": protocol}
@@ -174,7 +179,13 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
              f" (variant {variant}, lr {cfg.lr}, {cfg.lr_schedule}, {cfg.epochs} epochs)" if variant else "", len(seeds),
              len(task.members), device)
     result = run.train(model, task, cfg, run_params, checkpoint, seeds=seeds, on_epoch=on_epoch)
-    evaluation = task.evaluate(model, params["eval_batch_size"])
+    # Saved once, evaluated from the file read-only (FrozenFile: digests before and after, the file hashed twice).
+    model_path = Path(out_dir) / "model.pt"
+    save_frozen(model_path, model, {"experiment": "heads", "protocol": protocol, "heads": H, "p": p, "seeds": list(seeds)})
+    model_file = FrozenFile(model_path, build, device)
+    with model_file.evaluating() as frozen_model:
+        evaluation = task.evaluate(frozen_model, params["eval_batch_size"])
+    frozen_record = model_file.proof()
     timing, provenance = run.timing(result), run.provenance(run_params)
     out = {}
     for si, s in enumerate(seeds):
@@ -196,7 +207,7 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
             # the keys every setting of the sweep shares: records with different values must not be mixed
             "sweep_config_hash": config_hash({k: params[k] for k in TRAIN_KEYS} | schedule_params(cfg)), "data_sha256": read_json(hd.sidecar(data_paths[si]))["sha256"],
             "ensemble": {"members": len(task.members), "seeds": seeds},
-            "timing": timing, "environment": run.environment(),
+            "frozen": frozen_record, "timing": timing, "environment": run.environment(),
         }
         if variant is not None:  # ours, never beside the paper's numbers
             metrics |= {"variant": variant, "paper_comparable": False}
