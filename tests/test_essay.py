@@ -223,3 +223,14 @@ def test_a_saved_model_is_a_frozen_file_that_predicts_as_trained(tiny_model, tmp
     path.write_bytes(bytes(blob))
     with pytest.raises(FrozenModelError, match="seed0.pt: sha256 .* does not match its sidecar"):
         FrozenFile(path, build_frozen)
+
+
+def test_training_leaves_the_global_generator_alone():
+    small = {**TINY, "train": {**TINY["train"], "steps": 2}}
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a, _ = train_variant(small, "gaussian", 0, torch.device("cpu"))
+    assert torch.equal(torch.random.get_rng_state(), before)
+    torch.manual_seed(999)  # another global state: the same model (its init has its own seed)
+    b, _ = train_variant(small, "gaussian", 0, torch.device("cpu"))
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])

@@ -64,8 +64,9 @@ def train_variant(params: dict, variant: str, seed: int, device: torch.device,
     spec = variant_spec(params, variant)
     d, K, sigma = params["d"], params["k_max"], params["sigma"]
     tr = params["train"]
-    torch.manual_seed(derive(seed, "essay", variant, "init"))
-    model = build_model(params, spec["layers"])
+    with torch.random.fork_rng(devices=[]):  # the init's own seed; the caller's global generator is left as it was
+        torch.manual_seed(derive(seed, "essay", variant, "init"))
+        model = build_model(params, spec["layers"])
     if spec["init_from"]:
         if init_state is None:
             raise ValueError(f"variant {variant!r} starts from {spec['init_from']!r}: pass its checkpoint")
