@@ -346,3 +346,15 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
     assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x") == []
     assert not list(d.glob("tables/ames*")) and not list(d.glob("figures/ames*")) and not list(d.glob("figures/essay*"))
     assert not list(d.glob("tables/statistical*")) and not list(d.glob("tables/f_*")) and not list(d.glob("figures/f_*"))
+
+
+def test_page_names_other_code_only_for_changes_outside_results():
+    from algo_emu.campaign_page import built_by
+
+    sha = "0123456789abcdef"
+    own = ["results/reference/paper-scale/README.md", "results/reference/paper-scale/campaign/resume/x/calls.json"]
+    assert built_by({"commit": sha, "dirty": True, "dirty_files": own}) == "0123456789ab"
+    assert built_by({"commit": sha, "dirty": True, "dirty_files": own + ["src/algo_emu/tables.py"]}) == \
+        "0123456789ab with uncommitted changes"
+    assert built_by({"commit": sha, "dirty": None, "dirty_files": None}) == "0123456789ab"
+    assert built_by({"commit": None, "dirty": True, "dirty_files": None}) == "? with uncommitted changes"

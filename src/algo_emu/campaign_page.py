@@ -238,6 +238,15 @@ def _unpin_config_path(readme: Path, wt: Path, config: str) -> None:
     write_text(readme, readme.read_text().replace(str(wt / config), config))
 
 
+
+def built_by(git: dict) -> str:
+    """The commit that built a page, as the page names it: ``<commit> with uncommitted changes`` only when tracked
+    files outside ``results/`` differ from it. A committed set's own files (its page, tables, a resume state being
+    saved) differ while the page is rebuilt; only changes elsewhere mean the page was built by other code."""
+    files = git.get("dirty_files")
+    code_dirty = git.get("dirty") if files is None else any(not f.startswith("results/") for f in files)
+    return (git.get("commit") or "?")[:12] + (" with uncommitted changes" if code_dirty else "")
+
 def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     from algo_emu import campaign as cp
     from algo_emu.docs_numbers import essay_bar_summary
@@ -309,8 +318,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                for s, st, e, _ in rows if e.get("replay")]
     moves = [f"- {m['when']}: {'started at' if not m['from'] else 'moved from ' + m['from'][:12] + ' to'} "
              f"{m['to'][:12]}: {m['reason']}" for m in state["moves"]]
-    git = git_state(root)
-    page_commit = (git.get("commit") or "?")[:12] + (" with uncommitted changes" if git.get("dirty") else "")
+    page_commit = built_by(git_state(root))
     pre = [
         "## The campaign", "",
         f"- pinned commit: `{state['commit']}` ({state.get('code_version')}); config `{state['config']}` "
