@@ -128,6 +128,14 @@ class FrozenFile:
         self.model, self.info = load_frozen(self.path, build, device)
         self._record: dict = {}
 
+    @classmethod
+    def saved(cls, path: str | Path, model: torch.nn.Module, meta: dict, build: Callable[[dict], torch.nn.Module],
+              device: torch.device | str = "cpu", extra: dict | None = None) -> "FrozenFile":
+        """Save ``model`` once (:func:`save_frozen`) and open the file read-only: a job that evaluates the model it
+        has just trained evaluates it from its file."""
+        save_frozen(path, model, meta, extra)
+        return cls(path, build, device)
+
     @contextlib.contextmanager
     def evaluating(self) -> Iterator[torch.nn.Module]:
         """:func:`frozen` on the loaded model (no gradients, digests before and after)."""

@@ -36,7 +36,7 @@ from algo_emu.experiments.step_keys import params_arg
 from algo_emu.experiments.heads_variants import variants_figure, variants_table
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.fit import fit_rates, fit_rates_summary
-from algo_emu.frozen import FrozenFile, save_frozen
+from algo_emu.frozen import FrozenFile
 from algo_emu.io import read_json, write_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
@@ -180,9 +180,8 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
              len(task.members), device)
     result = run.train(model, task, cfg, run_params, checkpoint, seeds=seeds, on_epoch=on_epoch)
     # Saved once, evaluated from the file read-only (FrozenFile: digests before and after, the file hashed twice).
-    model_path = Path(out_dir) / "model.pt"
-    save_frozen(model_path, model, {"experiment": "heads", "protocol": protocol, "heads": H, "p": p, "seeds": list(seeds)})
-    model_file = FrozenFile(model_path, build, device)
+    model_file = FrozenFile.saved(Path(out_dir) / "model.pt", model, {"experiment": "heads", "protocol": protocol,
+                                  "heads": H, "p": p, "seeds": list(seeds)}, build, device)
     with model_file.evaluating() as frozen_model:
         evaluation = task.evaluate(frozen_model, params["eval_batch_size"])
     frozen_record = model_file.proof()

@@ -34,7 +34,7 @@ from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments.step_keys import params_arg
-from algo_emu.frozen import FrozenFile, save_frozen
+from algo_emu.frozen import FrozenFile
 from algo_emu.io import read_json, tensor_digest, write_csv
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import split_indices, torch_stream
@@ -254,9 +254,9 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
     t_eval = time.perf_counter()
     chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
     # Saved once, evaluated from the file read-only (FrozenFile: digests before and after, the file hashed twice).
-    model_path = Path(out_dir) / "model.pt"
-    save_frozen(model_path, model, {"experiment": EXPERIMENT, "p": p, "seeds": list(seeds), "weight_blind": blind})
-    model_file = FrozenFile(model_path, lambda meta: build_model(task, params, p, blind=blind), run.device)
+    model_file = FrozenFile.saved(Path(out_dir) / "model.pt", model,
+                                  {"experiment": EXPERIMENT, "p": p, "seeds": list(seeds), "weight_blind": blind},
+                                  lambda meta: build_model(task, params, p, blind=blind), run.device)
     with model_file.evaluating() as model:
         if blind:
             evaluation = task.evaluate(model, params["gd_eta"], chunk, transform=lambda x: ab.strip_weights(x, lay))
