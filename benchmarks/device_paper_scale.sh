@@ -234,13 +234,13 @@ for protocol, H, p in heads_settings(HEADS):
          SETTINGS[st]["records"], deps=data_tasks[protocol], train=True)
 # E2 ---------------------------------------------------------------------------------------------
 for p in T31["p_sweep"]:
-    for kind, step in (("runs", "train"), ("blind", "blind")):
+    for kind, blind in (("runs", []), ("blind", ["--blind"])):
         out = f"results/theorem31/{kind}/p{p}"
         st = setting("E2", f"{'model' if kind == 'runs' else 'weight-blind'} p={p}", "theorem31",
                      [f"{out}/seed{s}/metrics.json" for s in SEEDS])
         ck = f"results/theorem31/checkpoints/{'' if kind == 'runs' else 'blind_'}p{p}.pt"
-        task(f"theorem31_{step}_p{p}", "theorem31", st,
-             cli("theorem31", step, "--params", js(T31_TRAIN), "--p", p, "--seeds", *S, "--out-dir", out,
+        task(f"theorem31_{'train' if kind == 'runs' else 'blind'}_p{p}", "theorem31", st,
+             cli("theorem31", "train", *blind, "--params", js(T31_TRAIN), "--p", p, "--seeds", *S, "--out-dir", out,
                  "--checkpoint", ck, *dev), SETTINGS[st]["records"], train=True)
 # E3 ---------------------------------------------------------------------------------------------
 for mode in STAT["modes"]:
@@ -276,17 +276,17 @@ for mode in AMES.get("modes", ["corrected", "reference_code"]):
                  [f"{base}/seed{s}/fits.npz", f"{base}/seed{s}/fits.json"], deps=[pt])
             for s, pr, pt in zip(SEEDS, prepared, prep)]
     fitfiles = [f"{base}/seed{s}/fits.npz" for s in SEEDS]
-    tr = task(f"ames_train_{mode}", "ames", st,
-              cli("ames", "train", "--params", js(sub(AMES_TRAIN_KEYS)), "--mode", mode, "--seeds", *S, "--prepared",
-                  *prepared, "--fits", *fitfiles, "--out", f"{base}/emulator.pt", "--out-blind", f"{base}/blind.pt",
-                  "--checkpoint-dir", f"{base}/checkpoints", *dev),
-              [f"{base}/emulator.pt", f"{base}/emulator.pt.json", f"{base}/blind.pt", f"{base}/blind.pt.json"],
-              deps=fits + prep, train=True)
+    tr = [task(f"ames_train{'_blind' if b else ''}_{mode}", "ames", st,
+               cli("ames", "train", *(["--blind"] if b else []), "--params", js(sub(AMES_TRAIN_KEYS)), "--mode", mode,
+                   "--seeds", *S, "--prepared", *prepared, "--fits", *fitfiles, "--out", f"{base}/{name}.pt",
+                   "--checkpoint-dir", f"{base}/checkpoints", *dev),
+               [f"{base}/{name}.pt", f"{base}/{name}.pt.json"], deps=fits + prep, train=True)
+          for b, name in ((False, "emulator"), (True, "blind"))]
     task(f"ames_evaluate_{mode}", "ames", st,
          cli("ames", "evaluate", "--mode", mode, "--seeds", *S, "--prepared", *prepared, "--fits", *fitfiles,
              "--emulator", f"{base}/emulator.pt", "--blind", f"{base}/blind.pt", "--out-dir", base,
              "--predictions", f"{base}/predictions.csv", *dev),
-         SETTINGS[st]["records"] + [f"{base}/predictions.csv"], deps=[tr])
+         SETTINGS[st]["records"] + [f"{base}/predictions.csv"], deps=tr)
 
 
 def complete(key):

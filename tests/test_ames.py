@@ -17,9 +17,12 @@ import torch
 from sklearn.linear_model import Lasso, LassoCV, LinearRegression, Ridge, RidgeCV
 
 from algo_emu import ablation as abl
+from algo_emu.config import ConfigError
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as af
+from algo_emu.data import ames_prompts as ap
 from algo_emu.experiments import ames as ex
+from algo_emu.experiments import ames_tables as at
 from algo_emu.frozen import RECORD_KEYS, FrozenModelError, load_frozen, parameter_digest
 from algo_emu.io import read_json, sha256_file
 from algo_emu.train import TrainConfig, train_ensemble
@@ -77,7 +80,7 @@ def test_corrected_targets_equal_sklearn_predictions():
         # the training target is the algorithm's own prediction, and the prompt [x; 1; w; b] encodes it
         np.testing.assert_allclose(out[f"target_train_{name}"], est.predict(Xtr), rtol=0, atol=1e-9)
         np.testing.assert_allclose(out[f"pred_test_{name}"], est.predict(Xte), rtol=0, atol=1e-9)
-        tok = ex.prompt_tokens(Xtr, out[f"coef_{name}"], float(out[f"intercept_{name}"]), "corrected")
+        tok = ap.prompt_tokens(Xtr, out[f"coef_{name}"], float(out[f"intercept_{name}"]), "corrected")
         F = Xtr.shape[1]
         np.testing.assert_allclose((tok[:, :F + 1] * tok[:, F + 1:]).sum(1), est.predict(Xtr), atol=1e-9)
         assert float(out[f"intercept_{name}"]) == pytest.approx(est.intercept_, abs=1e-9)
@@ -116,7 +119,7 @@ def test_reference_mode_fits_all_rows_drops_intercept_and_lasso_is_all_zero(pack
         assert summary["algorithms"][name]["intercept_fitted"] > 11  # fitted, then dropped
     # the prompt-encoded prediction misses the log price by about the intercept
     assert lasso["prompt_mse_test"] > 100 > 1 > lasso["sklearn_mse_test"]
-    tok = ex.prompt_tokens(arrays["X_test"], out["coef_lasso"], 0.0, "reference_code")
+    tok = ap.prompt_tokens(arrays["X_test"], out["coef_lasso"], 0.0, "reference_code")
     assert tok.shape[1] == 2 * arrays["X_test"].shape[1] and not np.any(tok[:, arrays["X_test"].shape[1]:])
 
 
@@ -193,8 +196,8 @@ def test_reference_code_fits_do_not_see_the_pool_keys():
     assert arr["pool_train_pairs"].shape == (60, 4) and arr["pool_heldout_pairs"].shape == (20, 4)
     assert set(summary["algorithm_spread_test_mse"]) == {"linear-ridge", "linear-lasso", "ridge-lasso"}
     # the training prompts: row i with its paired vectors, target x.w + b, weights where the layout says
-    tokens, targets, fam = ex.training_examples(0, a, arr, "corrected")
-    lay = ex.prompt_layout(5, "corrected")
+    tokens, targets, fam = ap.training_examples(0, a, arr, "corrected")
+    lay = ap.prompt_layout(5, "corrected")
     x = torch.as_tensor(tokens)[:, None, :]
     w = abl.prompt_weights(x, lay).numpy()
     v = arr["pool_train_pairs"].reshape(-1)
@@ -222,17 +225,20 @@ def test_data_errors_unchanged_through_the_cli(tmp_path):
 
 
 def test_hidden_width_layout_and_config_checks():
-    assert ex.token_width(275, "corrected") == 552 and ex.token_width(262, "reference_code") == 524
+    assert ap.token_width(275, "corrected") == 552 and ap.token_width(262, "reference_code") == 524
     assert ex.hidden_width(524, 8, "auto") == 528 and ex.hidden_width(552, 8, "auto") == 552
     assert ex.hidden_width(550, 8, 64) == 64
     groups = ex.member_groups({0: 550, 1: 544, 2: 538, 3: 548}, 8, "auto")
     assert [(g["hidden"], g["d_in"], [s for s, _ in g["members"]]) for g in groups] == [
         (544, 544, [1, 2]), (552, 550, [0, 3])]
     assert len(ex.member_groups({0: 550, 1: 538}, 8, 64)) == 1
-    with pytest.raises(ex.AmesConfigError, match="ames.heads: 8 heads do not divide ames.hidden = 60"):
+    # a step's section is checked by the shared validator: the schema (types, ranges, enums) and cross-field rules
+    with pytest.raises(ConfigError, match="ames.heads: 8 heads do not divide ames.hidden = 60"):
         ex.resolve_train_params({"hidden": 60})
-    with pytest.raises(ex.AmesConfigError, match="ames.modes: unknown mode"):
+    with pytest.raises(ConfigError, match=r"ames.modes.0: 'published' is not one of \['corrected', 'reference_code'\]"):
         ex.resolve_train_params({"modes": ["published"]})
+    with pytest.raises(ConfigError, match="ames.total_tokens: 0 is less than the minimum of 1"):
+        ex.resolve_train_params({"total_tokens": 0})
 
 
 def test_padded_ensemble_member_equals_its_standalone_run():
@@ -243,7 +249,7 @@ def test_padded_ensemble_member_equals_its_standalone_run():
     for s, F in ((3, 4), (7, 6)):
         arrays = synthetic(n_train=40, F=F, seed=s)
         fitted = af.fit_arrays(arrays, mode, s, dict(af.FIT_DEFAULTS, cv_folds=2, ridge_n_alphas=3, lasso_n_alphas=3))
-        per_seed[s] = ex.training_examples(s, arrays, fitted["arrays"], mode)[:2]
+        per_seed[s] = ap.training_examples(s, arrays, fitted["arrays"], mode)[:2]
     d_ins = {s: t.shape[1] for s, (t, _) in per_seed.items()}
     (group,) = ex.member_groups(d_ins, H, hidden)
     cfg = TrainConfig(epochs=2, batch_size=8, lr=1e-2)
@@ -290,10 +296,10 @@ def tiny_run(packaged, tmp_path_factory):
                             "--out", str(out / f"{mode}/seed{s}/fits.npz"),
                             "--out-json", str(out / f"{mode}/seed{s}/fits.json")]) == 0
         fits = [str(out / f"{mode}/seed{s}/fits.npz") for s in seeds]
-        assert run_cli(["train", "--params", pj, "--mode", mode, "--seeds", *seeds, "--prepared", *prepared,
-                        "--fits", *fits, "--out", str(out / f"{mode}/emulator.pt"), "--out-blind",
-                        str(out / f"{mode}/blind.pt"), "--checkpoint-dir",
-                        str(out / f"{mode}/ckpt"), "--device", "cpu", "--threads", "1"]) == 0
+        for flag, name in (([], "emulator"), (["--blind"], "blind")):  # the model, then its baseline (same step)
+            assert run_cli(["train", *flag, "--params", pj, "--mode", mode, "--seeds", *seeds, "--prepared", *prepared,
+                            "--fits", *fits, "--out", str(out / f"{mode}/{name}.pt"), "--checkpoint-dir",
+                            str(out / f"{mode}/ckpt"), "--device", "cpu", "--threads", "1"]) == 0
         assert run_cli(["evaluate", "--mode", mode, "--seeds", *seeds, "--prepared", *prepared, "--fits", *fits,
                         "--emulator", str(out / f"{mode}/emulator.pt"), "--blind", str(out / f"{mode}/blind.pt"),
                         "--out-dir", str(out / mode),
@@ -311,9 +317,9 @@ def tiny_run(packaged, tmp_path_factory):
 
 def test_end_to_end_table_figure_and_provenance(tiny_run):
     table = pd.read_csv(tiny_run / "tables/ames.csv")
-    assert list(table.columns) == ex.AMES_COLUMNS
-    assert list(zip(table["mode"], table.algorithm)) == [(m, a) for m in ex.MODES for a in ex.prompt_sets(m)]
-    assert ex.prompt_sets("corrected")[3:] == ("heldout_refit", "heldout_perturbed")
+    assert list(table.columns) == at.AMES_COLUMNS
+    assert list(zip(table["mode"], table.algorithm)) == [(m, a) for m in ex.MODES for a in ap.prompt_sets(m)]
+    assert ap.prompt_sets("corrected")[3:] == ("heldout_refit", "heldout_perturbed")
     assert (table.n_seeds == 2).all() and (table.emulation_mse_mean > 0).all()
     ref_lasso = table[(table["mode"] == "reference_code") & (table.algorithm == "lasso")].iloc[0]
     assert bool(ref_lasso.all_coef_zero) and ref_lasso.n_nonzero_coef_mean == 0
@@ -325,7 +331,7 @@ def test_end_to_end_table_figure_and_provenance(tiny_run):
     assert "bit-identical before and after evaluation: True" in md
     assert "\\label{tab:ames}" in (tiny_run / "tables/ames.tex").read_text()
     runs = pd.read_csv(tiny_run / "tables/ames_runs.csv")
-    assert list(runs.columns) == ex.RUN_COLUMNS and len(runs) == 2 * (5 + 3) and runs.bit_identical.all()
+    assert list(runs.columns) == at.RUN_COLUMNS and len(runs) == 2 * (5 + 3) and runs.bit_identical.all()
     for ext in ("pdf", "png"):
         assert (tiny_run / f"figures/ames.{ext}").stat().st_size > 1000
         assert (tiny_run / f"figures/ames_ablation.{ext}").stat().st_size > 1000
@@ -399,7 +405,7 @@ def test_ablations_flag_a_model_that_ignores_the_weight_columns(tiny_run, tmp_pa
             for gi, g in enumerate(meta["groups"]):
                 for e, (s, d_in) in enumerate(g["members"]):
                     F = (d_in - 2) // 2
-                    rows = ex.prompt_layout(F, "corrected").weight_columns if which == "weights" else range(F)
+                    rows = ap.prompt_layout(F, "corrected").weight_columns if which == "weights" else range(F)
                     model[gi].w_in[e, list(rows)] = 0
         return edit
 
@@ -422,19 +428,20 @@ def test_baseline_with_another_budget_or_other_files_is_refused(tiny_run, tmp_pa
     seeds = [0, 1]
     prepared = [str(tiny_run / f"data/seed{s}/prepared.npz") for s in seeds]
     fits = [str(tiny_run / f"corrected/seed{s}/fits.npz") for s in seeds]
-    ex.train_mode(TINY | {"epochs": 2}, "corrected", seeds, prepared, fits, tmp_path / "e2.pt", device_spec="cpu",
-                  threads=1, out_blind=tmp_path / "b2.pt")
+    for blind, name in ((False, "e2.pt"), (True, "b2.pt")):
+        ex.train_mode(TINY | {"epochs": 2}, "corrected", seeds, prepared, fits, tmp_path / name, device_spec="cpu",
+                      threads=1, blind=blind)
     with pytest.raises(ValueError, match=r"budget differs from the model's: epochs: model 1, baseline 2"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
                          tmp_path / "p.csv", "cpu", blind=tmp_path / "b2.pt")
-    with pytest.raises(ValueError, match="holds the 'emulator' models, not the 'blind' ones"):
+    with pytest.raises(ValueError, match="a model with weights in its prompt was given as the weight-blind baseline"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
                          tmp_path / "p.csv", "cpu", blind=tmp_path / "e2.pt")
     with pytest.raises(ValueError, match="holds 'reference_code' emulators, not 'corrected'"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
                          tmp_path / "p.csv", "cpu", blind=tiny_run / "reference_code/blind.pt")
-    ex.train_mode(TINY, "corrected", seeds, prepared[::-1], fits[::-1], tmp_path / "e3.pt", device_spec="cpu",
-                  threads=1, out_blind=tmp_path / "b3.pt")
+    ex.train_mode(TINY, "corrected", seeds, prepared[::-1], fits[::-1], tmp_path / "b3.pt", device_spec="cpu",
+                  threads=1, blind=True)
     with pytest.raises(ValueError, match="seed 0: the weight-blind baseline .*b3.pt was not trained on the files of"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
                          tmp_path / "p.csv", "cpu", blind=tmp_path / "b3.pt")

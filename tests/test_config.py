@@ -226,15 +226,13 @@ ames = config.schema_defaults("ames")
 print(json.dumps({
     "data": data.DATA_DEFAULTS == {k: ames[k] for k in data.DOWNLOAD_KEYS + data.PREPARE_KEYS},
     "fits": fits.FIT_DEFAULTS == {k: ames[k] for k in fits.FIT_KEYS},
-    "train": ex.TRAIN_DEFAULTS == {k: ames[k] for k in ("modes",) + ex.TRAIN_KEYS},
     "ames": ex.DEFAULTS == ames,
     "constructions": studies.DEFAULTS == studies.resolve(None) == config.schema_defaults("constructions"),
     "marked": ames["heads"] == 1008 and ames["source"] == "auto#",
 }))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == {"data": True, "fits": True, "train": True, "ames": True, "constructions": True,
-                               "marked": True}
+    assert json.loads(out) == {"data": True, "fits": True, "ames": True, "constructions": True, "marked": True}
 
 
 def test_schema_defaults_are_fresh_copies_of_the_filled_section():

@@ -163,3 +163,13 @@ def test_contract_negative_control_the_baseline_as_the_model_did_not_learn(made)
     assert learned == "no" and rep.gate(learned, rep.Scale("toy", True)) == "did not learn"
     with pytest.raises(ValueError, match="epochs: model 25, baseline 24"):
         ab.check_budget(model[0]["budget"], dict(blind[0]["budget"], epochs=24))
+
+
+def test_contract_experiment_and_data_modules_stay_within_400_lines():
+    """What a trained experiment owns stays small: every module under experiments/ and data/ is at most 400 lines
+    (shared concerns live in the shared layer; docs/architecture.md lists where)."""
+    src = REPO_ROOT / "src" / "algo_emu"
+    sizes = {str(p.relative_to(src)): len(p.read_text().splitlines())
+             for d in ("experiments", "data") for p in sorted((src / d).glob("*.py"))}
+    assert len(sizes) >= 15 and "experiments/ames.py" in sizes
+    assert {k: v for k, v in sizes.items() if v > 400} == {}

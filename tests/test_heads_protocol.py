@@ -103,8 +103,9 @@ def test_records_of_different_configurations_are_never_mixed(params, tmp_path):
     assert json.loads(json.dumps(params))  # params stay JSON (the CLI passes them as one argument)
 
 
-def test_reference_report_builds_from_a_partial_committed_set(tmp_path):
+def test_e1_page_builds_from_a_partial_committed_set(tmp_path):
     """A committed reference set with 2 of the 3 heads settings: tables, fit, figure and README name the missing one."""
+    from algo_emu import refset
     from algo_emu.config import REPO_ROOT, load_config
 
     cfg_path = REPO_ROOT / "tests" / "tiny.yaml"
@@ -115,7 +116,7 @@ def test_reference_report_builds_from_a_partial_committed_set(tmp_path):
     for H in (1, 2):
         e1.train_setting(params, H, params["p_heads_sweep"], [0, 1], [str(data)],
                          ref / f"heads/published/runs/H{H}_p{params['p_heads_sweep']}", None, "cpu", 1, protocol="published")
-    out = e1.reference_report(ref, cfg_path, "tiny reference set")
+    out = refset.e1_page(ref, cfg_path, "tiny reference set")
     assert ("published", 4, 8) in out["missing"] and ("published", 1, 8) in out["present"]
     readme = (ref / "README.md").read_text()
     assert "settings MISSING (" in readme and "published H=4 p=8" in readme

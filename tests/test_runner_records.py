@@ -127,7 +127,7 @@ def test_every_experiment_declares_its_steps_and_each_step_binds_its_function():
 
 
 def test_shared_options_are_declared_once_and_train_steps_use_them():
-    train_steps = {("heads", "train"), ("theorem31", "train"), ("theorem31", "blind"), ("statistical", "train"),
+    train_steps = {("heads", "train"), ("theorem31", "train"), ("statistical", "train"),
                    ("statistical", "evaluate"), ("ames", "train"), ("ames", "evaluate")}
     seen = set()
     for name, _, steps in _experiment_steps():
@@ -137,6 +137,21 @@ def test_shared_options_are_declared_once_and_train_steps_use_them():
                 assert cli.DEVICE in step.args and cli.THREADS in step.args, f"{name} {step.name}"
                 assert cli.SEEDS in step.args
     assert seen == train_steps
+
+
+def test_every_weight_blind_baseline_is_its_models_train_step_with_blind():
+    """One baseline path: each experiment with a weight-blind baseline trains it with its model's own train step
+    and ``--blind`` (a flag; the same budget keys), never with a step or an output option of its own."""
+    with_baseline = {"theorem31", "statistical", "ames"}
+    for name, _, steps in _experiment_steps():
+        names = {s.name for s in steps}
+        assert "blind" not in names, f"{name}: a separate baseline step"
+        for step in steps:
+            opts = {a.flag for a in step.args}
+            assert "--out-blind" not in opts, f"{name} {step.name}"
+            if step.name == "train" and name in with_baseline:
+                blind = next(a for a in step.args if a.flag == "--blind")
+                assert blind.kwargs.get("action") == "store_true", name
 
 
 def test_a_step_calls_its_function_with_the_parsed_options(tmp_path):

@@ -14,6 +14,8 @@ from algo_emu import paper_values
 from algo_emu.config import ConfigError, _validate, check_statistical, load_schema
 from algo_emu.data import statistical as st
 from algo_emu.experiments import statistical as e3
+from algo_emu.experiments import statistical_tables
+from algo_emu.data import statistical_sets as sets
 from algo_emu.frozen import RECORD_KEYS, FrozenFile, FrozenModelError, frozen, load_frozen, parameter_digest
 from algo_emu.runtime import REPO_ROOT
 from algo_emu.train import TrainConfig, member_losses, train_ensemble
@@ -130,8 +132,8 @@ def test_fitted_task_loss_sees_only_the_query_tokens(params):
 
 def test_evaluation_data_is_fresh_and_paired_across_algorithms(params):
     assert e3.eval_seed(0) != 0 and e3.eval_seed(0) != e3.eval_seed(1)
-    a = e3.eval_data(params, "fitted", "ridge", 0)
-    b = e3.eval_data(params, "fitted", "lasso", 0)
+    a = sets.eval_data(params, "fitted", "ridge", 0)
+    b = sets.eval_data(params, "fitted", "lasso", 0)
     train = st.generate("fitted", e3.algorithms(params, "fitted"), seed=0, n_prompts=16, n_context=5, n_query=2, d=3)
     assert torch.equal(a["X"], b["X"]) and not torch.equal(a["X"], train["X"])
     assert a["inputs"].shape == (16, 7, 8) and (a["algorithm"] == 0).all()
@@ -154,7 +156,7 @@ def test_a_shared_data_file_trains_the_model_the_job_would_have_generated_data_f
     for s, path in zip((0, 1), paths):
         _cli(["data", "--params", json.dumps(params), "--mode", mode, "--seed", str(s), "--out", str(path)])
         loaded, meta = st.load_dataset(path, {"seed": s})
-        assert meta["mode"] == mode and meta["params"] == json.loads(json.dumps(e3.data_spec(params, mode)))
+        assert meta["mode"] == mode and meta["params"] == json.loads(json.dumps(sets.data_spec(params, mode)))
         fresh = e3.generate_data(params, mode, s)
         for key in st.DATASET_KEYS:
             assert torch.equal(loaded[key], fresh[key]) and loaded[key].dtype == fresh[key].dtype, key
@@ -206,7 +208,7 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
             "--ablation-runs", str(tables / "abl_runs.csv")]
     _cli(args)
     tab = pd.read_csv(tables / "statistical_emulation.csv")
-    assert list(tab.columns) == e3.COLUMNS and len(tab) == (4 + 3) * 2 and (tab.n_seeds == 2).all()
+    assert list(tab.columns) == statistical_tables.COLUMNS and len(tab) == (4 + 3) * 2 and (tab.n_seeds == 2).all()
     abl = pd.read_csv(tables / "abl.csv")
     assert list(abl.columns) == ["experiment", "mode", "algorithm", "heads", "ablation", "mse_mean", "mse_std",
                                  "mse_ci_low", "mse_ci_high", "n_seeds", "mse_over_blind"]

@@ -13,6 +13,7 @@ import torch
 from algo_emu.config import ConfigError, _validate, check_theorem31, load_schema
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments import theorem31 as e2
+from algo_emu.experiments import theorem31_tables
 from algo_emu.runtime import REPO_ROOT
 from algo_emu.train import Member, epoch_order
 
@@ -108,7 +109,7 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     for p in params["p_sweep"]:
         _cli(["train", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"p{p}"),
               "--checkpoint", str(tmp_path / f"ckpt{p}.pt"), "--device", "cpu", "--threads", "1"])
-        _cli(["blind", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"blind{p}"),
+        _cli(["train", "--blind", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"blind{p}"),
               "--device", "cpu", "--threads", "1"])
     metrics = [str(tmp_path / f"p{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
     blind = [str(tmp_path / f"blind{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
@@ -130,7 +131,7 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
             "--ablation-runs", str(tables / "abl_runs.csv")]
     _cli(args)
     f_tab = pd.read_csv(tables / "f_emulation.csv")
-    assert list(f_tab.columns) == e2.F_COLUMNS and len(f_tab) == 8 and (f_tab.n_seeds == 2).all()
+    assert list(f_tab.columns) == theorem31_tables.F_COLUMNS and len(f_tab) == 8 and (f_tab.n_seeds == 2).all()
     abl = pd.read_csv(tables / "abl.csv")
     assert list(abl.columns) == ["experiment", "mode", "f", "p", "heads", "ablation", "mse_mean", "mse_std",
                                  "mse_ci_low", "mse_ci_high", "n_seeds", "mse_over_blind"]
@@ -152,7 +153,7 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     assert f_tab.f.tolist() == [f for f in params["fs"] for _ in params["p_sweep"]]
     assert (f_tab.rel_mse_mean > 0).all() and (f_tab.mse_ci_low <= f_tab.mse_ci_high).all()
     gd_tab = pd.read_csv(tables / "f_gd_step.csv")
-    assert list(gd_tab.columns) == e2.GD_COLUMNS and (gd_tab.eta == 0.1).all()
+    assert list(gd_tab.columns) == theorem31_tables.GD_COLUMNS and (gd_tab.eta == 0.1).all()
     for ext in ("md", "tex"):
         assert "Theorem 3.1" in (tables / f"f_emulation.{ext}").read_text()
     _cli(["figure", "--table", str(tables / "f_emulation.csv"), "--gd-table", str(tables / "f_gd_step.csv"),

@@ -76,8 +76,8 @@ def test_all_outputs_written_with_stable_columns(tiny_run):
     assert pd.read_csv(tables / "construction_multistep.csv").within_2.all()  # the t * eps bound held
     library = pd.read_csv(tables / "construction_library.csv").set_index("algorithm")
     assert library.loc["attention_head", "mse_mean"] < 1e-20 and library.module_sha256.nunique() == 1
-    from algo_emu.experiments import statistical, theorem31
-    from algo_emu.experiments.ames import AMES_COLUMNS
+    from algo_emu.experiments import statistical_tables as statistical, theorem31_tables as theorem31
+    from algo_emu.experiments.ames_tables import AMES_COLUMNS
 
     assert list(pd.read_csv(tables / "f_emulation.csv").columns) == theorem31.F_COLUMNS
     assert list(pd.read_csv(tables / "f_gd_step.csv").columns) == theorem31.GD_COLUMNS

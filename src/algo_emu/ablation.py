@@ -65,7 +65,7 @@ from algo_emu.tables import summarise_by
 __all__ = [
     "NONE", "BLIND", "ABLATIONS", "BUDGET_KEYS", "ABLATION_COLUMNS",
     "PromptLayout", "WeightBlindTask", "require_weights", "prompt_weights", "ablate", "ablated_inputs", "strip_weights", "replace_weights",
-    "cyclic_derangement", "budget", "check_budget", "mse", "ablation_rows", "ablation_table", "over_blind",
+    "cyclic_derangement", "budget", "check_budget", "check_baseline", "check_role", "mse", "ablation_rows", "ablation_table", "over_blind",
 ]
 
 #: Name of the unablated evaluation.
@@ -320,6 +320,36 @@ def check_budget(model: Mapping, baseline: Mapping) -> None:
             bad.append(f"{k}: model {model[k]!r}, baseline {baseline[k]!r}")
     if bad:
         raise ValueError("the weight-blind baseline's training budget differs from the model's: " + "; ".join(bad))
+
+
+def check_baseline(model: Mapping, baseline: Mapping, model_path: object, baseline_path: object,
+                   seeds: Iterable[int], inputs_key: str = "inputs", grouped: bool = False) -> None:
+    """A weight-blind baseline's sidecar against its model's, before either is evaluated: trained on the same
+    inputs for every seed (the per-seed digests under ``inputs_key``) and with the same budget (one per model;
+    ``grouped``: one per group of members, keyed alike). ValueError names the seed, the group or the budget key."""
+    for s in seeds:
+        if baseline.get(inputs_key, {}).get(str(s)) != model[inputs_key][str(s)]:
+            raise ValueError(f"seed {s}: the weight-blind baseline {baseline_path} was not trained on the files of "
+                             f"{model_path}")
+    mine, theirs = model.get("budget", {}), baseline.get("budget", {})
+    for group, budget_ in (mine.items() if grouped else [(None, mine)]):
+        other = theirs if group is None else theirs.get(group)
+        if other is None:
+            raise ValueError(f"the weight-blind baseline {baseline_path} has no model of group {group}")
+        try:
+            check_budget(budget_, other)
+        except ValueError as exc:
+            raise ValueError(f"{baseline_path} vs {model_path}: {exc}") from None
+
+
+def check_role(meta: Mapping, blind: bool, path: object) -> None:
+    """Refuse a frozen file of the wrong kind: its meta's ``weight_blind`` flag (every trained experiment
+    writes it) must say baseline where one is expected and model where the model is."""
+    is_blind = bool(meta.get("weight_blind", False))
+    if is_blind != blind:
+        raise ValueError(f"{path}: " + ("a weight-blind baseline (its prompt has no weights) was given as the model to "
+                                        "ablate" if is_blind else "a model with weights in its prompt was given as the "
+                                        "weight-blind baseline"))
 
 
 # --------------------------------------------------------------------------- tables

@@ -250,7 +250,7 @@ def built_by(git: dict) -> str:
 def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     from algo_emu import campaign as cp
     from algo_emu.docs_numbers import essay_bar_summary
-    from algo_emu.experiments import heads
+    from algo_emu import refset
     from algo_emu.report.manifest import git_state
 
     _, _, wt, cfg = cp.open_campaign(set_dir, root)
@@ -373,7 +373,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     pre += campaign_variants.build(set_dir, done_e1, page_commit)
     pre += ["## E1 from the settings done", ""]
     if pre_records:
-        heads.reference_report(
+        refset.e1_page(
             set_dir / cp.PRE, wt / state["config"],
             "Before the campaign: E1 records made by earlier commits (not the campaign's evidence)",
             metrics=pre_records, rebuild="python -m algo_emu campaign page",
@@ -390,7 +390,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                 f.unlink()
     others = other_sections(set_dir, rows, cfg, Path(state["config"]).name)
     if e1_metrics:
-        heads.reference_report(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
+        refset.e1_page(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
                                metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page",
                                sections=others)
         _unpin_config_path(set_dir / "README.md", wt, state["config"])

@@ -169,6 +169,16 @@ def _validate(data: dict, schema_file: Path, where: str) -> None:
         raise ConfigError(f"{key}: {exc.message}") from None
 
 
+def validate_section(section: str, values: dict | None) -> dict:
+    """One section as a step receives it (``--params``, or a caller's dict): a copy with the schema's defaults
+    filled, validated against ``workflow/schemas/<section>.schema.yaml`` and the section's own cross-field
+    checks; :class:`ConfigError` names the key (``ames.heads: ...``)."""
+    out = copy.deepcopy(dict(values or {}))
+    _validate(out, SCHEMA_DIR / f"{section}.schema.yaml", section)
+    check_config({section: out}, gpu_check=False)
+    return out
+
+
 def validate_sections(config: dict, gpu_check: bool = True) -> dict:
     """Validate the top level and every experiment section in place (defaults filled), then
     :func:`check_config`. ``gpu_check``: also refuse ``device: cuda`` where no GPU is visible."""

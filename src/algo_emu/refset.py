@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -329,8 +330,129 @@ def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str
     return out
 
 
+def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: list[str] | None = None,
+                     preamble: list[str] | None = None, rebuild: str | None = None,
+                     sections: list[str] | None = None) -> dict:
+    """Tables, fit, figures and a Markdown report of a committed reference set (``<ref_dir>/heads/<protocol>/runs/``).
+
+    Builds from whatever settings are there and names the missing ones; records of different configurations
+    are reported as MIXED, never silently averaged together. ``metrics``: only these records (a campaign
+    passes the settings its pinned commit made or adopted; the others count as missing); ``preamble``:
+    Markdown lines after the title; ``rebuild``: the command that rebuilds the page; ``sections``: Markdown
+    lines after E1's (other experiments of the same set), before the verdict rules."""
+    from algo_emu.config import load_config
+    from algo_emu.experiments.heads import aggregate, fit, load_runs  # imports torch
+    from algo_emu.experiments.heads_settings import settings
+    from algo_emu.report import replication as rep
+
+    ref = Path(ref_dir)
+    config = load_config(config_path)
+    params = dict(config["heads"])
+    if metrics is None:
+        metrics = sorted(str(m) for m in ref.glob("heads/*/runs/H*_p*/seed*/metrics.json"))
+    metrics = sorted(str(m) for m in metrics)
+    if not metrics:
+        raise ValueError(f"{ref}: no per-seed records under heads/<protocol>/runs/")
+    runs = load_runs(metrics)
+    params["protocols"] = [pr for pr in params["protocols"] if pr in set(runs.protocol)]
+    tables, figures = ref / "tables", ref / "figures"
+    info = aggregate(params, metrics, str(tables / "heads_runs.csv"), str(tables / "heads_vs_mse.csv"),
+                     str(tables / "prompt_length_vs_mse.csv"), allow_partial=True)
+    fits = fit(params, str(tables / "heads_runs.csv"), str(tables / "heads_fit.json"))
+    from algo_emu.plots import heads as ph
+
+    ph.heads_figure(str(tables / "heads_vs_mse.csv"), str(tables / "heads_fit.json"), str(tables / "heads_runs.csv"),
+                    str(figures / "heads_vs_mse"))
+    ptable = pd.read_csv(tables / "prompt_length_vs_mse.csv")
+    if ptable.p.nunique() >= 2:
+        ph.prompt_length_figure(str(tables / "prompt_length_vs_mse.csv"), str(tables / "heads_runs.csv"),
+                                str(figures / "prompt_length_vs_mse"))
+    rows = rep.e1_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
+    done_heads = sorted(int(h) for h in runs[runs.p == params["p_heads_sweep"]].heads.unique())
+    for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
+        if r.verdict == "not run at this scale" and r.setting.startswith("H="):
+            r.verdict = "missing from this reference set"
+            r.reason = "in the configured sweep but not yet committed (`make campaign` runs it)"
+        if r.claim.startswith("O(1/H): our heads sweep") and done_heads != sorted(params["heads_sweep"]):
+            r.verdict = "incomplete: no verdict yet"
+            r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
+                        f"partial sweep is not a result. {r.reason}")
+    frame = rep.rows_frame(rows)
+    settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
+    wanted = settings(params)
+    missing = [st for st in wanted if st not in settings_done]
+    seeds = runs.groupby(["protocol", "heads", "p"]).seed.nunique()
+    records = {path: read_json(path) for path in metrics}  # read once: provenance, wall times, learning curves
+    first = records[metrics[0]]
+    walls = {}
+    for m in records.values():
+        walls.setdefault((m["protocol"], m["setting"]["heads"], m["setting"]["p"]), m["timing"])
+    rebuild = rebuild or f"python -m algo_emu refset e1-page --dir {ref} --config {config_path}"
+    lines = [f"# {title}", "", *(preamble or []),
+             "E1 (attention emulating an attention head) at the paper's scale, made on this project's machines and "
+             f"committed as per-seed records; rebuild this page with `{rebuild}`.", "",
+             f"- config: `{config_path}` heads section, sweep config hash(es) {', '.join(info['config_hashes'])}",
+             f"- N = {params['n_prompts']}, n = {params['n_tokens']}, d = {params['d']}, h = {params['hidden']}, "
+             f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}",
+             f"- device: {', '.join(sorted(runs.device.unique()))}; torch {first['environment'].get('torch')}; "
+             f"commit(s) {', '.join(sorted({str(m['environment'].get('git_commit')) for m in records.values()}))}",
+             f"- settings present ({len(settings_done)}): " + ", ".join(
+                 f"{pr} H={h} p={p} ({seeds[(pr, h, p)]} seeds)" for pr, h, p in settings_done),
+             f"- settings MISSING ({len(missing)}): " + (", ".join(f"{pr} H={h} p={p}" for pr, h, p in missing) or "none"),
+             "", "Wall time per setting (all seeds as one ensemble; 2-core CPU shared with other work unless stated):", ""]
+    for (pr, h, p), t in sorted(walls.items()):
+        lines.append(f"- {pr} H={h} p={p}: {t.get('wall_seconds_job', float('nan')) / 60:.1f} min "
+                     f"({t.get('epochs_run_this_call', '?')} epochs this call, resumed from epoch "
+                     f"{t.get('resumed_from_epoch', 0)})")
+    table_md = (tables / "heads_vs_mse.md").read_text()
+    curves = ["", "## Learning curves", "",
+              "Mean over seeds of the composed head's test MSE (the protocol's headline quantity) at the evaluation "
+              "epochs (`heads.eval_every`), and of the K/Q/V emulators' mean train loss:", ""]
+    for (pr, h, p), _ in sorted(walls.items()):
+        recs = [m for path, m in records.items() if f"/{pr}/runs/H{h}_p{p}/" in path]
+        by_epoch: dict[int, list[float]] = defaultdict(list)
+        loss: dict[int, list[float]] = defaultdict(list)
+        for m in recs:
+            for entry in m["history"]:
+                if "test_mse" in entry:
+                    by_epoch[entry["epoch"]].append(entry["test_mse"])
+                loss[entry["epoch"]].append(sum(entry["train_loss"].values()) / 3)
+        final = float(pd.Series([m["mse"] for m in recs]).mean())
+        pts = ", ".join(f"epoch {e}: {sum(v) / len(v):.3g}" for e, v in sorted(by_epoch.items()))  # epochs are 1-based
+        ls = ", ".join(f"{e}: {sum(v) / len(v):.3g}" for e, v in sorted(loss.items()) if e % 10 == 0 or e == 1)
+        curves.append(f"- {pr} H={h} p={p}: test MSE {pts}; final (epoch {params['epochs']}): {final:.3g}. "
+                      f"K/Q/V train loss at epoch {ls}.")
+    lines += ["", "## Did the emulators learn?", "",
+              "MSE of the composed head against Var(Y), the MSE of a constant predictor (`target_var_mean`):", ""]
+    for rec in pd.read_csv(tables / "heads_vs_mse.csv").to_dict("records"):
+        lines.append(f"- {rec['protocol']} H={rec['heads']} target={rec['target']}: MSE {rec['mse_mean']:.4g} vs "
+                     f"Var(Y) {rec['target_var_mean']:.4g} (ratio {rec['mse_mean'] / rec['target_var_mean']:.3g})")
+    lines += ["", "## The paper's numbers beside ours (verdict rules below)", "",
+              "\n".join(["", *rep.rows_markdown(frame)]) + "\n", "",
+              "## Fits", ""]
+    for key in ("published", "independent", "paper"):
+        f = fits.get(key)
+        if not f:
+            continue
+        if "a" in f:
+            ci = lambda c: f"[{c[0]:.3g}, {c[1]:.3g}]"  # noqa: E731
+            part = f" (from H = {f['heads']} only: not a result)" if f.get("heads") and f["heads"] != sorted(
+                params["heads_sweep"]) else ""
+            lines.append(f"- {key}{part}: MSE(H) = a + b/H with a = {f['a']:.4g} {ci(f['a_ci'])}, b = {f['b']:.4g} "
+                         f"{ci(f['b_ci'])}, R^2 = {f['r2']:.3f}; power law alpha = {f['alpha']:.3g} {ci(f['alpha_ci'])}")
+        else:
+            lines.append(f"- {key}: {f.get('status')}")
+    lines += curves
+    lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
+    if (figures / "prompt_length_vs_mse.png").exists():
+        lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
+    lines += [*(sections or []), "## Verdict rules", "", rep.RULES]
+    write_text(ref / "README.md", "\n".join(lines) + "\n")
+    return {"missing": missing, "present": settings_done}
+
+
 # ---------------------------------------------------------------------------------------------------------
-# CLI: python -m algo_emu refset {collect,build}
+# CLI: python -m algo_emu refset {collect,build,e1-page}
 # ---------------------------------------------------------------------------------------------------------
 
 def _collect(results: str, dest: str) -> None:
@@ -349,5 +471,10 @@ STEPS = [
          [arg("--dir", "ref_dir", required=True),
           arg("--config", "config_path", required=True, help="the config file the run used (named in the README)"),
           arg("--title", default="Reference scale: committed run")]),
+    Step("e1-page", "E1's tables, fit, figures and README.md of a set of committed E1 records (partial sets named)",
+         e1_page,
+         [arg("--dir", "ref_dir", required=True, help="e.g. results/reference/paper-scale"),
+          arg("--config", "config_path", default="config/config.yaml"),
+          arg("--title", default="E1 at the paper's scale: committed reference set")]),
 ]
 add_parser = steps_parser(STEPS)

@@ -1,9 +1,10 @@
 # E4, Ames Housing (Appendix C.2). Data: download once (with provenance), then
 # one prepared train/test split per seed (intermediate outputs, requested by the
 # fit and training rules). Emulation (below): fits per (mode, seed), one training
-# job per mode, read-only evaluation, table, figure.
+# job per mode and one for its weight-blind baseline, read-only evaluation, table, figure.
 # The logic is in src/algo_emu/data/ames.py, src/algo_emu/data/ames_fits.py,
-# src/algo_emu/experiments/ames.py; docs/ames.md explains every step.
+# src/algo_emu/data/ames_prompts.py, src/algo_emu/experiments/ames.py and ames_tables.py;
+# docs/ames.md explains every step.
 import os
 
 
@@ -51,11 +52,11 @@ rule ames_prepare:
 
 # ----------------------------------------------------------------------------
 # Emulation: fit the three algorithms per (mode, seed), train one emulator per
-# seed and its weight-blind baseline (all seeds of a mode in one job), freeze
-# them, evaluate read-only per prompt set with prompt ablations on the held-out
-# rows, then the tables (main + ablation) and the figures.
+# seed (all seeds of a mode in one job) and, in a job of its own, its weight-blind
+# baseline, freeze them, evaluate read-only per prompt set with prompt ablations on
+# the held-out rows, then the tables (main + ablation) and the figures.
 # The logic is in src/algo_emu/data/ames_fits.py (fits), src/algo_emu/experiments/ames.py
-# (train, evaluate, aggregate) and src/algo_emu/plots/ames.py (figure).
+# (train, evaluate), ames_tables.py (aggregate) and src/algo_emu/plots/ames.py (figure).
 AMES = config["ames"]
 AMES_MODES = list(AMES.get("modes", ["corrected", "reference_code"]))
 # Each step gets only the keys it reads (algo_emu.experiments.step_keys): reference_code's fits do not read
@@ -106,9 +107,8 @@ rule ames_train:
     output:
         model="results/ames/{ames_mode}/emulator.pt",
         sidecar="results/ames/{ames_mode}/emulator.pt.json",
-        blind="results/ames/{ames_mode}/blind.pt",
-        blind_sidecar="results/ames/{ames_mode}/blind.pt.json",
     params:
+        blind="",
         cfg=step_cfg("ames", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
@@ -120,13 +120,31 @@ rule ames_train:
     threads: config["threads"]
     resources:
         mem_mb=lambda wc: 2000 + 300 * len(SEEDS),
-        # the emulator, then the weight-blind baseline with the same budget
-        runtime=lambda wc: 30 + 8 * AMES["epochs"],
+        runtime=lambda wc: 30 + 4 * AMES["epochs"],
     shell:
-        "{PY} -m algo_emu ames train --params {params.cfg} --mode {wildcards.ames_mode} --seeds {params.seeds}"
-        " --prepared {input.prepared} --fits {input.fits} --out {output.model} --out-blind {output.blind}"
+        "{PY} -m algo_emu ames train {params.blind}--params {params.cfg} --mode {wildcards.ames_mode}"
+        " --seeds {params.seeds} --prepared {input.prepared} --fits {input.fits} --out {output.model}"
         " --checkpoint-dir {params.checkpoint_dir}"
         " --device {params.device} --threads {threads} > {log} 2>&1"
+
+
+# The weight-blind baseline of each mode: the same job as ames_train (resources, shell) with `--blind`
+# (tokens without the weight columns), its own frozen file, log and benchmark; its checkpoints sit beside the
+# emulator's, prefixed blind_.
+use rule ames_train as ames_train_blind with:
+    output:
+        model="results/ames/{ames_mode}/blind.pt",
+        sidecar="results/ames/{ames_mode}/blind.pt.json",
+    params:
+        blind="--blind ",
+        cfg=step_cfg("ames", "train"),
+        seeds=" ".join(map(str, SEEDS)),
+        device=DEVICE,
+        checkpoint_dir="results/ames/{ames_mode}/checkpoints",
+    log:
+        "logs/ames/train_blind_{ames_mode}.log",
+    benchmark:
+        "results/benchmarks/ames_train_blind_{ames_mode}.tsv"
 
 
 rule ames_evaluate:

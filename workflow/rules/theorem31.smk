@@ -26,7 +26,7 @@ rule theorem31_train:
         expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
         model="results/theorem31/runs/p{p}/model.pt",  # the frozen model the records were evaluated from
     params:
-        step="train",
+        blind="",
         cfg=step_cfg("theorem31", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
@@ -45,20 +45,20 @@ rule theorem31_train:
             (2 * T31["d"] + 1) * 2 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
         runtime=lambda wc: 30 + 15 * T31["epochs"],
     shell:
-        "{PY} -m algo_emu theorem31 {params.step} --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
+        "{PY} -m algo_emu theorem31 train {params.blind}--params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
         "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
         "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
-# The weight-blind baseline of each p: the same job as theorem31_train (resources, shell), step `blind`
+# The weight-blind baseline of each p: the same job as theorem31_train (resources, shell) with `--blind`
 # (tokens [x_i; y_i] without w), its own outputs, checkpoint, log and benchmark.
 use rule theorem31_train as theorem31_blind with:
     output:
         expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
         model="results/theorem31/blind/p{p}/model.pt",
     params:
-        step="blind",
-        cfg=step_cfg("theorem31", "blind"),
+        blind="--blind ",
+        cfg=step_cfg("theorem31", "train"),
         seeds=" ".join(map(str, SEEDS)),
         device=DEVICE,
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),

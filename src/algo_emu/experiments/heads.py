@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +38,7 @@ from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.frozen import FrozenFile
 from algo_emu.io import read_json, write_json
 from algo_emu.models.emulator import EnsembleEmulator
+from algo_emu.report import captions
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash
 from algo_emu import records
@@ -298,26 +298,6 @@ def prompt_length_table(runs: pd.DataFrame, params: dict, allow_partial: bool = 
     return pd.DataFrame(rows, columns=P_COLUMNS), missing
 
 
-def caption(params: dict, runs: pd.DataFrame, what: str, missing: list[str] | None = None) -> str:
-    devices = ", ".join(sorted(runs.device.unique()))
-    hashes = sorted(runs.sweep_config_hash.unique())
-    text = (f"{what}. Test MSE of the composed head on the held-out {params['test_fraction']:.0%} "
-            f"(mean, sample std and 95% bootstrap CI over seeds). Protocol `published` (the published code's: one data "
-            f"set and target head for all seeds, softmax over queries = target `reference_code`, metric = mean of "
-            f"per-batch means of batch {params['eval_batch_size']}): the paper's values stand beside its "
-            f"`reference_code` rows only. Protocol `independent` (ours: a data set and head per seed, exact mean; "
-            f"headline target `{params['target']}`). Target `paper` = softmax over keys (the paper's definition). "
-            f"target_var_mean = variance of the target output Y (a model that predicts a constant scores about this). "
-            f"N={params['n_prompts']}, n={params['n_tokens']}, d={params['d']}, h={params['hidden']}, "
-            f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. Device: {devices}. "
-            f"Paper values: {paper_values.HEADS_TABLE['source']}.")
-    if missing:
-        text += f" PARTIAL: {len(missing)} rows missing ({'; '.join(missing)})."
-    if len(hashes) > 1:
-        text += f" MIXED: records of {len(hashes)} different configurations ({', '.join(hashes)})."
-    return text
-
-
 def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p_csv: str,
               allow_partial: bool = False) -> dict:
     """Tables from per-seed records. ``allow_partial``: build from whatever settings exist and say which are missing
@@ -332,9 +312,9 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p
     from algo_emu.io import write_csv
 
     write_csv(runs_csv, runs.sort_values(["protocol", "heads", "p", "target", "seed"]))
-    write_table(table, heads_csv, caption(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}", missing_h),
+    write_table(table, heads_csv, captions.heads(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}", missing_h),
                 label="tab:heads")
-    write_table(ptable, p_csv, caption(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}", missing_p),
+    write_table(ptable, p_csv, captions.heads(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}", missing_p),
                 label="tab:prompt-length")
     return {"missing": missing_h + missing_p, "config_hashes": hashes}
 
@@ -363,126 +343,6 @@ def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
     return result
 
 
-def reference_report(ref_dir: str | Path, config_path: str | Path, title: str, metrics: list[str] | None = None,
-                     preamble: list[str] | None = None, rebuild: str | None = None,
-                     sections: list[str] | None = None) -> dict:
-    """Tables, fit, figures and a Markdown report of a committed reference set (``<ref_dir>/heads/<protocol>/runs/``).
-
-    Builds from whatever settings are there and names the missing ones; records of different configurations
-    are reported as MIXED, never silently averaged together. ``metrics``: only these records (a campaign
-    passes the settings its pinned commit made or adopted; the others count as missing); ``preamble``:
-    Markdown lines after the title; ``rebuild``: the command that rebuilds the page; ``sections``: Markdown
-    lines after E1's (other experiments of the same set), before the verdict rules."""
-    from algo_emu.config import load_config
-    from algo_emu.io import write_text
-    from algo_emu.report import replication as rep
-
-    ref = Path(ref_dir)
-    config = load_config(config_path)
-    params = dict(config["heads"])
-    if metrics is None:
-        metrics = sorted(str(m) for m in ref.glob("heads/*/runs/H*_p*/seed*/metrics.json"))
-    metrics = sorted(str(m) for m in metrics)
-    if not metrics:
-        raise ValueError(f"{ref}: no per-seed records under heads/<protocol>/runs/")
-    runs = load_runs(metrics)
-    params["protocols"] = [pr for pr in params["protocols"] if pr in set(runs.protocol)]
-    tables, figures = ref / "tables", ref / "figures"
-    info = aggregate(params, metrics, str(tables / "heads_runs.csv"), str(tables / "heads_vs_mse.csv"),
-                     str(tables / "prompt_length_vs_mse.csv"), allow_partial=True)
-    fits = fit(params, str(tables / "heads_runs.csv"), str(tables / "heads_fit.json"))
-    from algo_emu.plots import heads as ph
-
-    ph.heads_figure(str(tables / "heads_vs_mse.csv"), str(tables / "heads_fit.json"), str(tables / "heads_runs.csv"),
-                    str(figures / "heads_vs_mse"))
-    ptable = pd.read_csv(tables / "prompt_length_vs_mse.csv")
-    if ptable.p.nunique() >= 2:
-        ph.prompt_length_figure(str(tables / "prompt_length_vs_mse.csv"), str(tables / "heads_runs.csv"),
-                                str(figures / "prompt_length_vs_mse"))
-    rows = rep.e1_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
-    done_heads = sorted(int(h) for h in runs[runs.p == params["p_heads_sweep"]].heads.unique())
-    for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
-        if r.verdict == "not run at this scale" and r.setting.startswith("H="):
-            r.verdict = "missing from this reference set"
-            r.reason = "in the configured sweep but not yet committed (`make campaign` runs it)"
-        if r.claim.startswith("O(1/H): our heads sweep") and done_heads != sorted(params["heads_sweep"]):
-            r.verdict = "incomplete: no verdict yet"
-            r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
-                        f"partial sweep is not a result. {r.reason}")
-    frame = rep.rows_frame(rows)
-    settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
-    wanted = settings(params)
-    missing = [st for st in wanted if st not in settings_done]
-    seeds = runs.groupby(["protocol", "heads", "p"]).seed.nunique()
-    records = {path: read_json(path) for path in metrics}  # read once: provenance, wall times, learning curves
-    first = records[metrics[0]]
-    walls = {}
-    for m in records.values():
-        walls.setdefault((m["protocol"], m["setting"]["heads"], m["setting"]["p"]), m["timing"])
-    rebuild = rebuild or f"python -m algo_emu heads reference --dir {ref} --config {config_path}"
-    lines = [f"# {title}", "", *(preamble or []),
-             "E1 (attention emulating an attention head) at the paper's scale, made on this project's machines and "
-             f"committed as per-seed records; rebuild this page with `{rebuild}`.", "",
-             f"- config: `{config_path}` heads section, sweep config hash(es) {', '.join(info['config_hashes'])}",
-             f"- N = {params['n_prompts']}, n = {params['n_tokens']}, d = {params['d']}, h = {params['hidden']}, "
-             f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}",
-             f"- device: {', '.join(sorted(runs.device.unique()))}; torch {first['environment'].get('torch')}; "
-             f"commit(s) {', '.join(sorted({str(m['environment'].get('git_commit')) for m in records.values()}))}",
-             f"- settings present ({len(settings_done)}): " + ", ".join(
-                 f"{pr} H={h} p={p} ({seeds[(pr, h, p)]} seeds)" for pr, h, p in settings_done),
-             f"- settings MISSING ({len(missing)}): " + (", ".join(f"{pr} H={h} p={p}" for pr, h, p in missing) or "none"),
-             "", "Wall time per setting (all seeds as one ensemble; 2-core CPU shared with other work unless stated):", ""]
-    for (pr, h, p), t in sorted(walls.items()):
-        lines.append(f"- {pr} H={h} p={p}: {t.get('wall_seconds_job', float('nan')) / 60:.1f} min "
-                     f"({t.get('epochs_run_this_call', '?')} epochs this call, resumed from epoch "
-                     f"{t.get('resumed_from_epoch', 0)})")
-    table_md = (tables / "heads_vs_mse.md").read_text()
-    curves = ["", "## Learning curves", "",
-              "Mean over seeds of the composed head's test MSE (the protocol's headline quantity) at the evaluation "
-              "epochs (`heads.eval_every`), and of the K/Q/V emulators' mean train loss:", ""]
-    for (pr, h, p), _ in sorted(walls.items()):
-        recs = [m for path, m in records.items() if f"/{pr}/runs/H{h}_p{p}/" in path]
-        by_epoch: dict[int, list[float]] = defaultdict(list)
-        loss: dict[int, list[float]] = defaultdict(list)
-        for m in recs:
-            for entry in m["history"]:
-                if "test_mse" in entry:
-                    by_epoch[entry["epoch"]].append(entry["test_mse"])
-                loss[entry["epoch"]].append(sum(entry["train_loss"].values()) / 3)
-        final = float(pd.Series([m["mse"] for m in recs]).mean())
-        pts = ", ".join(f"epoch {e}: {sum(v) / len(v):.3g}" for e, v in sorted(by_epoch.items()))  # epochs are 1-based
-        ls = ", ".join(f"{e}: {sum(v) / len(v):.3g}" for e, v in sorted(loss.items()) if e % 10 == 0 or e == 1)
-        curves.append(f"- {pr} H={h} p={p}: test MSE {pts}; final (epoch {params['epochs']}): {final:.3g}. "
-                      f"K/Q/V train loss at epoch {ls}.")
-    lines += ["", "## Did the emulators learn?", "",
-              "MSE of the composed head against Var(Y), the MSE of a constant predictor (`target_var_mean`):", ""]
-    for rec in pd.read_csv(tables / "heads_vs_mse.csv").to_dict("records"):
-        lines.append(f"- {rec['protocol']} H={rec['heads']} target={rec['target']}: MSE {rec['mse_mean']:.4g} vs "
-                     f"Var(Y) {rec['target_var_mean']:.4g} (ratio {rec['mse_mean'] / rec['target_var_mean']:.3g})")
-    lines += ["", "## The paper's numbers beside ours (verdict rules below)", "",
-              "\n".join(["", *rep.rows_markdown(frame)]) + "\n", "",
-              "## Fits", ""]
-    for key in ("published", "independent", "paper"):
-        f = fits.get(key)
-        if not f:
-            continue
-        if "a" in f:
-            ci = lambda c: f"[{c[0]:.3g}, {c[1]:.3g}]"  # noqa: E731
-            part = f" (from H = {f['heads']} only: not a result)" if f.get("heads") and f["heads"] != sorted(
-                params["heads_sweep"]) else ""
-            lines.append(f"- {key}{part}: MSE(H) = a + b/H with a = {f['a']:.4g} {ci(f['a_ci'])}, b = {f['b']:.4g} "
-                         f"{ci(f['b_ci'])}, R^2 = {f['r2']:.3f}; power law alpha = {f['alpha']:.3g} {ci(f['alpha_ci'])}")
-        else:
-            lines.append(f"- {key}: {f.get('status')}")
-    lines += curves
-    lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
-    if (figures / "prompt_length_vs_mse.png").exists():
-        lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
-    lines += [*(sections or []), "## Verdict rules", "", rep.RULES]
-    write_text(ref / "README.md", "\n".join(lines) + "\n")
-    return {"missing": missing, "present": settings_done}
-
-
 def figure(kind: str, table: str, runs_csv: str, out: str, fit_json: str | None = None) -> None:
     from algo_emu.plots import heads as ph
 
@@ -507,11 +367,6 @@ STEPS = [
               help="build from the settings present and name the missing ones (committed reference sets)")]),
     Step("fit", "MSE(H) = a + b/H and power-law fits with bootstrap intervals", fit,
          [params_arg("heads", "fit"), cli.RUNS, arg("--out", "out_json", required=True)]),
-    Step("reference", "tables, fit, figures and README.md of a committed reference set (partial sets named)",
-         reference_report,
-         [arg("--dir", "ref_dir", required=True, help="e.g. results/reference/paper-scale"),
-          arg("--config", "config_path", default="config/config.yaml"),
-          arg("--title", default="E1 at the paper's scale: committed reference set")]),
     Step("variants-table", "the variants' table and learning curves (heads.variants: ours, never paper-comparable)",
          variants_table,
          [params_arg("heads", "variants"), arg("--variant-dirs", nargs="*", default=[], help="results/heads/variants/<name>"),

@@ -27,6 +27,7 @@ from algo_emu import paper_values
 from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.experiments.heads_settings import VARIANT_OVERRIDES, setting_name, variant_protocol, variants
 from algo_emu.io import read_json, write_csv
+from algo_emu.report import captions
 from algo_emu.tables import write_table
 
 ROLES = ("K", "Q", "V")
@@ -165,14 +166,7 @@ def variants_table(params: dict, variant_dirs: list[str], table: str, curves_csv
     frame = pd.DataFrame(rows, columns=columns)
     write_csv(curves_csv, curves)
     names = ", ".join(v["name"] for v in configured) or "none configured"
-    write_table(frame, table, (
-        f"E1 variants (ours, not paper-comparable: heads.variants; {names}). Per variant, seed and member (K/Q/V: an "
-        "emulator, its test MSE against its projection; head: the composed head, the protocol's headline quantity): "
-        "the final test MSE, the minimum over the evaluated epochs and its epoch, the train loss at the listed epochs "
-        "and its relative fall over the last tenth of the epochs. Rows with source = protocol are the protocol's own "
-        "run of the same setting and seed, where its records exist. paper_mse: the paper's value for that H, beside "
-        f"the composed head of the published protocol at p = {params['p_heads_sweep']} only "
-        f"({paper_values.HEADS_TABLE['source']})."), label="tab:heads-variants")
+    write_table(frame, table, captions.heads_variants(params, names), label="tab:heads-variants")
     return frame
 
 

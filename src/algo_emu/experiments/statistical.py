@@ -25,25 +25,22 @@ with ``mse_over_blind`` and ``statistical_ablation``), ``figure`` and
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu import paper_values, records
-from algo_emu.records import KEY, Get, RunSpec
 from algo_emu import cli
 from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
+from algo_emu.data.statistical_sets import algorithms, data_params, eval_batches, eval_seed, generate_data, load_data, write_data
 from algo_emu.experiments.step_keys import params_arg
 from algo_emu.frozen import FrozenFile, save_frozen
-from algo_emu.io import read_json, tensor_digest, write_csv
+from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
-from algo_emu.rng import derive, torch_stream
-from algo_emu.tables import summarise_by, write_table
+from algo_emu.rng import torch_stream
+from algo_emu.experiments.statistical_tables import ablation_figure, aggregate, figure
 from algo_emu.runner import Runner, train_config
 from algo_emu.train import Member
 
@@ -55,11 +52,6 @@ DEFAULTS = schema_defaults(EXPERIMENT)
 MODES = st.MODES
 TRAIN_KEYS = ("n_prompts", "n_context", "n_query", "d", "hidden", "p", "epochs", "batch_size", "lr")
 EVAL_KEYS = ("eval_prompts",)
-COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds",
-           "mse_over_blind", "paper_mse", "paper_std", "mse_is", "emulation_mean", "emulation_std", "prediction_mean",
-           "prediction_std", "alg_error_mean", "alg_error_std"]
-#: Setting columns of the ablation table (between experiment/mode and ablation).
-ABLATION_SETTING = ["algorithm", "heads"]
 #: Fitted mode's extra ablation: the context tokens' x and y zeroed (the weights and the queries kept).
 CONTEXT_ZEROED = "context_zeroed"
 #: Donor ablation: the weights another algorithm fitted on the same prompt (the next one of the mixture).
@@ -69,15 +61,6 @@ OTHER_ALGORITHM = "other_algorithm"
 HEADLINE = {"reference_code": "prediction", "fitted": "emulation"}
 #: Fitted-mode names of the paper's three algorithms (for the figure's panels).
 PAPER_NAME = {"linear": "linear", "ols": "linear", "ridge": "ridge", "lasso": "lasso"}
-
-
-def algorithms(params: dict, mode: str) -> tuple[str, ...]:
-    """The mode's training mixture (canonical names); every one is also evaluated."""
-    return st.canonical_algorithms(mode, params["algorithms"][mode])
-
-
-def data_params(params: dict, mode: str) -> dict:
-    return st.resolve_params(mode, params["data_params"].get(mode, {}))
 
 
 def n_tokens(params: dict, mode: str) -> int:
@@ -102,56 +85,8 @@ def train_budget(params: dict, H: int) -> dict:
     return ab.budget(params, heads=H)
 
 
-def eval_seed(seed: int) -> int:
-    """Seed of a run's evaluation data: a stream of its own, never the training data's."""
-    return derive(seed, EXPERIMENT, "eval")
-
-
 def setting_name(mode: str, H: int) -> str:
     return f"{mode}_H{H}"
-
-
-# --------------------------------------------------------------------------- training data
-
-
-def data_spec(params: dict, mode: str) -> dict:
-    """What one (mode, seed)'s training data set is generated from (its file's sidecar ``params``); it does
-    not depend on H, the model or the training budget."""
-    return {"n_prompts": params["n_prompts"], "n_context": params["n_context"],
-            "n_query": params["n_query"] if mode == "fitted" else None, "d": params["d"],
-            "algorithms": list(algorithms(params, mode)), "data_params": data_params(params, mode)}
-
-
-def generate_data(params: dict, mode: str, seed: int, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
-    """Seed ``seed``'s training data set: the mode's mixture of algorithms (:func:`algo_emu.data.statistical.generate`)."""
-    spec = data_spec(params, mode)
-    return st.generate(mode, spec["algorithms"], seed=seed, n_prompts=spec["n_prompts"], n_context=spec["n_context"],
-                       n_query=spec["n_query"], d=spec["d"], params=spec["data_params"], dtype=dtype)
-
-
-def _data_expect(params: dict, mode: str, seed: int) -> dict:
-    return {"experiment": EXPERIMENT, "mode": mode, "seed": seed, "params": data_spec(params, mode)}
-
-
-def write_data(params: dict, mode: str, seed: int, path: str | Path) -> dict:
-    """Generate one (mode, seed)'s training data set and write it to ``path`` with a JSON sidecar
-    (:func:`algo_emu.data.statistical.write_dataset`; generation parameters, sha256, seconds)."""
-    t0 = time.perf_counter()
-    data = generate_data(params, mode, seed)
-    meta = _data_expect(params, mode, seed) | {"streams": f"(seed, {EXPERIMENT}, {mode}, <quantity>)",
-                                               "generate_seconds": time.perf_counter() - t0}
-    out = st.write_dataset(path, data, meta)
-    log.info("statistical %s seed %d: %d prompts in %.1f s -> %s", mode, seed, params["n_prompts"],
-             meta["generate_seconds"], path)
-    return out
-
-
-def load_data(params: dict, mode: str, seeds: list[int], paths: list[str | Path]) -> dict[int, dict[str, torch.Tensor]]:
-    """``{seed: data set}`` from the files of :func:`write_data`, one per seed in ``seeds``' order; each must
-    have been generated for this mode, seed and these data parameters (ValueError naming the difference)."""
-    if len(paths) != len(seeds):
-        raise ValueError(f"{len(seeds)} seeds but {len(paths)} data files")
-    return {s: st.load_dataset(path, _data_expect(params, mode, s))[0] for s, path in zip(seeds, paths)}
 
 
 # --------------------------------------------------------------------------- training
@@ -259,13 +194,6 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
 # --------------------------------------------------------------------------- frozen evaluation
 
 
-def eval_data(params: dict, mode: str, algorithm: str, seed: int) -> dict[str, torch.Tensor]:
-    """Fresh prompts that all use ``algorithm`` (the evaluation stream of ``seed``)."""
-    return st.generate_for(algorithm, mode, seed=eval_seed(seed), n_prompts=params["eval_prompts"],
-                           n_context=params["n_context"], n_query=params["n_query"] if mode == "fitted" else None,
-                           d=params["d"], params=data_params(params, mode))
-
-
 def _errors(pred: torch.Tensor, batch: dict, mode: str) -> dict[str, float]:
     """Emulation (vs the algorithm's prediction), prediction (vs noisy y) and the algorithm's own error."""
     e = st.errors(pred, batch)
@@ -273,11 +201,6 @@ def _errors(pred: torch.Tensor, batch: dict, mode: str) -> dict[str, float]:
         return e
     y, clean = batch["target"].to(torch.float64), batch["y_clean"].to(torch.float64)
     return {"emulation": e["mse_clean"], "prediction": e["mse"], "algorithm": float((clean - y).square().mean())}
-
-
-def eval_batches(params: dict, mode: str, seeds: list[int]) -> dict[str, list[dict]]:
-    """``{algorithm: [fresh prompts of each seed]}``; prompt i shares X, w*, noise and queries across algorithms."""
-    return {alg: [eval_data(params, mode, alg, s) for s in seeds] for alg in algorithms(params, mode)}
 
 
 def _predict(model: torch.nn.Module, x: torch.Tensor, chunk: int, m: int) -> torch.Tensor:
@@ -366,11 +289,7 @@ def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str 
     if members != [(s, mode) for s in seeds] or info["meta"]["heads"] != H or info["meta"]["mode"] != mode:
         raise ValueError(f"{path}: holds members {members} (H={info['meta']['heads']}), "
                          f"asked for mode={mode}, H={H}, seeds={seeds}")
-    is_blind = bool(info["meta"].get("weight_blind", False))
-    if is_blind != blind:
-        raise ValueError(f"{path}: " + ("a weight-blind baseline (its prompt has no weights) was given as the model to "
-                                        "ablate" if is_blind else "a model with weights in its prompt was given as the "
-                                        "weight-blind baseline"))
+    ab.check_role(info["meta"], blind, path)
     _check_same_data(params, info["params"], mode, path)
     with ff.evaluating() as model:
         result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", DEFAULTS["eval_chunk"]), batches=batches,
@@ -391,10 +310,7 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
     blind = None
     if blind_path is not None:
         b_info, b_result, b_frozen = _evaluate_file(params, mode, H, seeds, blind_path, device, batches, blind=True)
-        try:
-            ab.check_budget(info.get("budget", {}), b_info.get("budget", {}))
-        except ValueError as exc:
-            raise ValueError(f"{blind_path} vs {model_path}: {exc}") from None
+        ab.check_baseline(info, b_info, model_path, blind_path, seeds, inputs_key="data_sha256")
         blind = (b_info, b_result, b_frozen)
     env, wall = run.environment(), run.seconds()
     eval_params = {k: params[k] for k in EVAL_KEYS}
@@ -423,135 +339,6 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
             }
         out[s] = metrics
     return run.write_records(out_dir, out)
-
-
-# --------------------------------------------------------------------------- tables
-
-
-#: What a statistical record holds, as rows: one per (mode, heads, seed, algorithm).
-RUNS = RunSpec(
-    experiment=EXPERIMENT, rows="errors",
-    columns={
-        "mode": "mode", "heads": "setting.heads", "seed": "seed", "algorithm": KEY,
-        "mse": lambda m, key, e: e[m["headline"]], "mse_is": "headline", "emulation": "@.emulation",
-        "prediction": "@.prediction", "alg_error": "@.algorithm",
-        "final_train_loss": records.last("train_history"),
-        "epochs": "params.epochs", "n_prompts": "params.n_prompts",
-        "bit_identical": "frozen.bit_identical", "device": "environment.train.device", "config_hash": "config_hash",
-        "blind_mse": Get("blind.mse.{key}", float("nan")),
-    },
-    setting=("mode", "heads", "algorithm"),
-    metrics=("mse", "emulation", "prediction", "alg_error", "final_train_loss", "blind_mse"),
-)
-
-
-def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (mode, heads, seed, algorithm) from metrics.json files (:data:`RUNS`)."""
-    return records.load_runs(paths, RUNS)
-
-
-def ablation_rows(paths: list[str]) -> pd.DataFrame:
-    """Tidy rows (experiment, mode, algorithm, heads, seed, ablation, mse): the frozen model unablated
-    (``none``) and ablated, and the weight-blind baseline (``weight_blind``), on the same fresh prompts."""
-    rows = []
-    for path in paths:
-        mt = read_json(path)
-        if "blind" not in mt or "ablation_mse" not in mt:
-            raise ValueError(f"{path}: no weight-blind baseline or ablations (evaluate with --blind-model)")
-        try:
-            ab.check_budget(mt["budget"] or {}, mt["blind"]["budget"])
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
-        for alg, mses in mt["ablation_mse"].items():
-            rows += ab.ablation_rows(EXPERIMENT, mt["mode"], {"algorithm": alg, "heads": mt["setting"]["heads"]},
-                                     mt["seed"], {**mses, ab.BLIND: mt["blind"]["mse"][alg]})
-    return pd.DataFrame(rows)
-
-
-def paper_value(mode: str, algorithm: str, H: int) -> tuple[float, float]:
-    """(mean, std) of the paper's figure for reference_code lasso/ridge/linear, else (nan, nan)."""
-    pv = paper_values.STATISTICAL_HEADS
-    if mode != "reference_code" or algorithm not in pv or H not in pv["heads"]:
-        return float("nan"), float("nan")
-    i = pv["heads"].index(H)
-    return pv[algorithm]["mean"][i], pv[algorithm]["std"][i]
-
-
-def emulation_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
-    order = [(mode, alg, H) for mode in params["modes"] for alg in algorithms(params, mode) for H in params["heads_sweep"]]
-    no_blind = set(runs.loc[runs.blind_mse.isna(), ["mode", "algorithm", "heads"]].itertuples(index=False, name=None))
-    for mode, alg, H in order:
-        if (mode, alg, H) in no_blind:
-            raise ValueError(f"mode={mode}, algorithm={alg}, H={H}: a run has no weight-blind baseline")
-    table = summarise_by(runs, ["mode", "algorithm", "heads"], ["mse", "emulation", "prediction", "alg_error"], order,
-                         means=["blind_mse"])
-    paper = [paper_value(mode, alg, H) for mode, alg, H in order]
-    table = table.assign(mse_over_blind=table.mse_mean / table.blind_mse_mean, paper_mse=[pm for pm, _ in paper],
-                         paper_std=[ps for _, ps in paper], mse_is=[HEADLINE[mode] for mode, _, _ in order])
-    return table[COLUMNS]
-
-
-def caption(params: dict, runs: pd.DataFrame) -> str:
-    devices = ", ".join(sorted(runs.device.unique()))
-    return ("Statistical algorithms (Appendix C.1): one model per seed trained on a mixture of algorithms, frozen, "
-            f"evaluated per algorithm on {params['eval_prompts']} fresh prompts per seed (mean, sample std, 95% bootstrap "
-            "CI over seeds; each seed a full independent run). mse = the headline named by mse_is: reference_code mode, "
-            "the paper's loss against the noisy y; fitted mode, the emulation error against the algorithm's own "
-            "prediction at the query. emulation / prediction / alg_error: model vs the algorithm's prediction, model vs "
-            "noisy y, the algorithm itself vs noisy y. mse_over_blind = mse_mean / the mean mse of the weight-blind "
-            "baseline (the same block, data, data order and budget, trained on tokens without the weights). What the "
-            "model is asked to do: the algorithm is run outside the model and its weights are written into every "
-            "token, so in both modes the model's task is to compute x^T w (+ b) from weights in the prompt; rows of "
-            "different algorithms differ in the weights' distribution, not in a procedure the model runs. Whether the "
-            "model uses the weights, and in fitted mode the context (x, y of the labelled examples), is what "
-            "statistical_ablation measures. "
-            f"N={params['n_prompts']}, n={params['n_context']} context (+{params['n_query']} query in fitted mode), "
-            f"d={params['d']}, h={params['hidden']}, p={params['p']}, {params['epochs']} epochs, batch "
-            f"{params['batch_size']}, Adam lr {params['lr']}. Device: {devices}. "
-            f"Paper values (reference_code rows): {paper_values.STATISTICAL_HEADS['source']}.")
-
-
-def ablation_caption(params: dict, runs: pd.DataFrame) -> str:
-    devices = ", ".join(sorted(runs.device.unique()))
-    return ("Statistical algorithms (Appendix C.1), prompt ablations: each frozen model (parameters bit-identical "
-            "before and after) on the same fresh prompts with the weights in every token replaced by another "
-            "prompt's (other_prompt), those the next algorithm of the mixture fitted on the same context "
-            "(other_algorithm), the same weights permuted (permuted), a standard normal vector of the same norm "
-            "(random) or zeros (zeros); fitted mode also with the context tokens' x and y zeroed (context_zeroed; "
-            "weights and queries kept). The target is always the original prompt's (mse as in statistical_emulation: "
-            "fitted, vs the algorithm's prediction; reference_code, vs the noisy y). none = unablated; weight_blind "
-            "= the baseline trained without the weights. mse_over_blind = mse_mean / the baseline's mse_mean. "
-            "An ablated MSE close to none means that part of the prompt is not used; context_zeroed close to none "
-            "means the model computes x_q^T w from the weights and does not use the labelled examples. "
-            f"N={params['n_prompts']}, {params['epochs']} epochs, h={params['hidden']}, p={params['p']}, "
-            f"{params['eval_prompts']} evaluation prompts per algorithm and seed. Device: {devices}.")
-
-
-def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, ablation_csv: str | None = None,
-              ablation_runs_csv: str | None = None) -> None:
-    runs = load_runs(metrics)
-    if not runs.bit_identical.all():
-        raise ValueError("a run's frozen model changed during evaluation")
-    tidy = ablation_rows(metrics)  # checks every baseline's budget against its model's
-    write_csv(runs_csv, runs.sort_values(["mode", "heads", "algorithm", "seed"]))
-    write_table(emulation_table(runs, params), table_csv, caption(params, runs), label="tab:statistical")
-    if ablation_csv:
-        write_csv(ablation_runs_csv, tidy)
-        write_table(ab.ablation_table(tidy, ABLATION_SETTING), ablation_csv, ablation_caption(params, runs),
-                    label="tab:statistical-ablation")
-
-
-def figure(table: str, runs_csv: str, out: str) -> None:
-    from algo_emu.plots import statistical as ps
-
-    ps.statistical_heads_figure(table, runs_csv, out)
-
-
-def ablation_figure(table: str, runs_csv: str, out: str) -> None:
-    from algo_emu.plots import ablation as pa
-
-    pa.ablation_figure(table, runs_csv, out, panel=["mode", "algorithm"], hue="heads",
-                       title="Appendix C.1: frozen model with the weights in its prompt ablated")
 
 
 SETTING_ARGS = [arg("--mode", choices=MODES, required=True), arg("--heads", "H", type=int, required=True),

@@ -91,7 +91,6 @@ _ALL = (
     Reads("heads", "variants", ("variants", "p_heads_sweep")),
     # E2: the model and its weight-blind baseline read the same keys (the same budget)
     Reads("theorem31", "train", _T31_TRAIN),
-    Reads("theorem31", "blind", _T31_TRAIN),
     Reads("theorem31", "aggregate", ("fs", "p_sweep", "x_dist", "x_scale", "gd_eta", "n_prompts", "test_fraction",
                                      "n_tokens", "d", "hidden", "heads", "epochs", "batch_size", "lr")),
     # E3: the training data set does not depend on H, the model or the budget

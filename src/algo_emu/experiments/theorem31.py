@@ -23,22 +23,19 @@ import logging
 import time
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu import records
-from algo_emu.records import KEY, RunSpec
 from algo_emu import cli
 from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments.step_keys import params_arg
 from algo_emu.frozen import FrozenFile
-from algo_emu.io import read_json, tensor_digest, write_csv
+from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import split_indices, torch_stream
-from algo_emu.tables import summarise_by, write_table
+from algo_emu.experiments.theorem31_tables import ablation_figure, aggregate, figure
 from algo_emu.runner import Runner, train_config
 from algo_emu.train import Member
 
@@ -48,13 +45,6 @@ EXPERIMENT = "theorem31"
 DEFAULTS = schema_defaults(EXPERIMENT)
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "hidden", "heads", "fs", "x_dist", "x_scale", "epochs", "batch_size",
               "lr", "test_fraction", "gd_eta")
-F_COLUMNS = ["f", "p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "rel_mse_mean", "rel_mse_std",
-             "mse_over_blind", "blind_rel_mse_mean", "target_var", "n_seeds", "x_dist", "x_scale"]
-GD_COLUMNS = ["f", "p", "eta", "gd_mse_mean", "gd_mse_std", "gd_rel_mean", "gd_rel_std", "step_sq_norm", "n_seeds"]
-#: The ablation table's ``mode`` (E2 has one set-up: the experiment the theorem states).
-MODE = "theorem"
-#: Setting columns of the ablation table (between experiment/mode and ablation).
-ABLATION_SETTING = ["f", "p", "heads"]
 
 
 def prompt_layout(d: int) -> ab.PromptLayout:
@@ -290,165 +280,13 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
     return run.write_records(out_dir, out)
 
 
-def train_blind(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
-                device_spec: str = "auto", threads: int | None = None) -> dict[int, dict]:
-    """The weight-blind baseline of one p: :func:`train_setting` with ``blind=True``."""
-    return train_setting(params, p, seeds, out_dir, checkpoint, device_spec, threads, blind=True)
-
-
-# --------------------------------------------------------------------------- tables
-
-
-def _is_blind(record: dict, source: str) -> None:
-    if not record.get("weight_blind"):
-        raise ValueError(f"{source}: not a weight-blind baseline's metrics")
-
-
-#: What a theorem31 record holds, as rows: one per (p, seed, f).
-RUNS = RunSpec(
-    experiment=EXPERIMENT, rows="by_f",
-    columns={
-        "f": KEY, "p": "setting.p", "heads": "setting.heads", "seed": "seed",
-        "mse": "@.mse", "rel_mse": "@.rel_mse", "target_var": "@.target_var",
-        "gd_mse": "@.gd_mse", "gd_rel": "@.gd_rel", "step_sq_norm": "@.step_sq_norm",
-        "final_train_loss": records.last("@.train_loss"),
-        "eta": "params.gd_eta", "x_dist": "params.x_dist", "x_scale": "params.x_scale",
-        "epochs": "params.epochs", "n_prompts": "params.n_prompts",
-        "device": "environment.device", "config_hash": "config_hash",
-    },
-    setting=("f", "p", "heads"),
-    metrics=("mse", "rel_mse", "target_var", "gd_mse", "gd_rel", "step_sq_norm", "final_train_loss"),
-)
-#: The weight-blind baseline's records (refuses a model's record).
-BLIND_RUNS = RunSpec(
-    experiment=EXPERIMENT, rows="by_f",
-    columns={"f": KEY, "p": "setting.p", "heads": "setting.heads", "seed": "seed",
-             "mse": "@.mse", "rel_mse": "@.rel_mse", "budget": "budget"},
-    setting=("f", "p", "heads"), metrics=("mse", "rel_mse"), check=_is_blind,
-    empty="no weight-blind metrics files given",
-)
-
-
-def load_runs(paths: list[str]) -> pd.DataFrame:
-    """One row per (p, seed, f) from metrics.json files (:data:`RUNS`)."""
-    return records.load_runs(paths, RUNS)
-
-
-def load_blind(paths: list[str]) -> pd.DataFrame:
-    """One row per (p, seed, f) from the weight-blind baseline's metrics.json files (:data:`BLIND_RUNS`)."""
-    return records.load_runs(paths, BLIND_RUNS)
-
-
-def ablation_rows(metrics: list[str], blind: pd.DataFrame) -> pd.DataFrame:
-    """Tidy rows (experiment, mode, f, p, heads, seed, ablation, mse): the frozen model unablated
-    (``none``) and ablated, and the weight-blind baseline (``weight_blind``) on the same test prompts.
-    The baseline's budget must equal the model's (ValueError naming the key otherwise)."""
-    rows = []
-    budgets = {(r.p, r.seed): r.budget for r in blind.itertuples()}
-    for path in metrics:
-        m = read_json(path)
-        p, seed = m["setting"]["p"], m["seed"]
-        if (p, seed) not in budgets:
-            raise ValueError(f"{path}: no weight-blind baseline for p={p}, seed={seed}")
-        try:
-            ab.check_budget(m["budget"], budgets[(p, seed)])
-        except ValueError as exc:
-            raise ValueError(f"{path} (p={p}, seed={seed}): {exc}") from None
-        for f, r in m["by_f"].items():
-            sel = blind[(blind.p == p) & (blind.seed == seed) & (blind.f == f)]
-            if len(sel) != 1:
-                raise ValueError(f"{path}: no weight-blind baseline for f={f}, p={p}, seed={seed}")
-            setting = {"f": f, "p": p, "heads": m["setting"]["heads"]}
-            rows += ab.ablation_rows(EXPERIMENT, MODE, setting, seed,
-                                     {**r["ablation_mse"], ab.BLIND: float(sel.mse.iloc[0])})
-    return pd.DataFrame(rows)
-
-
-def f_table(runs: pd.DataFrame, params: dict, blind: pd.DataFrame) -> pd.DataFrame:
-    order = [(f, p) for f in params["fs"] for p in params["p_sweep"]]
-    model = summarise_by(runs, ["f", "p"], ["mse", "rel_mse"], order, means=["heads", "target_var"])
-    base = summarise_by(blind, ["f", "p"], [], order, means=["mse", "rel_mse"])
-    for (f, p), m_seeds, b_seeds in zip(order, _seeds(runs, order), _seeds(blind, order)):
-        if b_seeds != m_seeds:
-            raise ValueError(f"f={f}, p={p}: model seeds {m_seeds}, weight-blind seeds {b_seeds}")
-    table = model.assign(heads=model.heads_mean.astype(int), mse_over_blind=model.mse_mean / base.mse_mean,
-                         blind_rel_mse_mean=base.rel_mse_mean, target_var=model.target_var_mean,
-                         x_dist=params["x_dist"], x_scale=params["x_scale"])
-    return table[F_COLUMNS]
-
-
-def _seeds(runs: pd.DataFrame, order: list[tuple]) -> list[list[int]]:
-    by = {k: sorted(g.seed.tolist()) for k, g in runs.groupby(["f", "p"])}
-    return [by.get(o, []) for o in order]
-
-
-def gd_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
-    order = [(f, p) for f in params["fs"] for p in params["p_sweep"]]
-    table = summarise_by(runs, ["f", "p"], ["gd_mse", "gd_rel"], order, means={"step_sq_norm": "step_sq_norm"})
-    return table.assign(eta=params["gd_eta"])[GD_COLUMNS]
-
-
-def _setup(params: dict, runs: pd.DataFrame) -> str:
-    devices = ", ".join(sorted(runs.device.unique()))
-    return (f"x {params['x_dist']} (scale {params['x_scale']}), y, w standard normal; N={params['n_prompts']} "
-            f"(test {params['test_fraction']:.0%}), n={params['n_tokens']}, d={params['d']}, h={params['hidden']}, "
-            f"H={params['heads']}, {params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. "
-            f"Device: {devices}. The paper reports no number for this experiment.")
-
-
-def aggregate(params: dict, metrics: list[str], runs_csv: str, f_csv: str, gd_csv: str, blind_metrics: list[str],
-              ablation_csv: str, ablation_runs_csv: str) -> None:
-    runs = load_runs(metrics)
-    blind = load_blind(blind_metrics)
-    tidy = ablation_rows(metrics, blind)           # checks every baseline's budget against its model's
-    write_csv(runs_csv, runs.sort_values(["f", "p", "seed"]))
-    write_table(f_table(runs, params, blind), f_csv,
-                "Theorem 3.1: one softmax head emulating f(w^T x_i - y_i) x_i at every token. Test MSE on the "
-                "held-out prompts (mean, sample std, 95% bootstrap CI over seeds) and rel_mse = MSE / Var(target) "
-                "(1 = predicting the mean). mse_over_blind = MSE / the MSE of the weight-blind baseline (the same "
-                "block, data, data order and budget on tokens [x_i; y_i] without w); blind_rel_mse_mean = that "
-                "baseline's MSE / Var(target). Part of every target is predictable without w (x_i/2 for sigmoid and "
-                "step), so rel_mse is to be read against blind_rel_mse_mean, not against 1: only mse_over_blind < 1 "
-                "shows that the weights in the prompt are used. p = tokens after appending p - n learnable tokens. "
-                + _setup(params, runs), label="tab:f-emulation")
-    write_csv(ablation_runs_csv, tidy)
-    write_table(ab.ablation_table(tidy, ABLATION_SETTING), ablation_csv,
-                "Theorem 3.1, prompt ablations: the trained model, frozen (parameters bit-identical before and after), "
-                "on the held-out prompts with w in every token replaced by another prompt's w (other_prompt), the same "
-                "w with its coordinates permuted (permuted), a standard normal vector of the same norm (random) or "
-                "zeros (zeros); the target is always the original prompt's f(w^T x_i - y_i) x_i. none = unablated; "
-                "weight_blind = the baseline trained without w. mse_over_blind = mse_mean / the baseline's mse_mean: "
-                "an ablated MSE near the unablated one would mean the model ignores w; near or above 1 means the "
-                "ablation removed what the model had learnt from w. " + _setup(params, runs),
-                label="tab:f-emulation-ablation")
-    write_table(gd_table(runs, params), gd_csv,
-                "Corollary 3.1.2: the model's per-token outputs averaged with u = (1/n) 1 give the step "
-                f"w - eta u^T g (eta = {params['gd_eta']}); error against the exact step w - eta (1/n) sum_i "
-                "f(w^T x_i - y_i) x_i. gd_mse: mean squared error per coordinate; gd_rel: squared error / squared "
-                "norm of the exact step (eta-free; 1 = not moving w). " + _setup(params, runs),
-                label="tab:f-gd-step")
-
-
-def figure(table: str, gd_table: str, runs_csv: str, out: str) -> None:
-    from algo_emu.plots import theorem31 as pt
-
-    pt.f_emulation_figure(table, gd_table, runs_csv, out)
-
-
-def ablation_figure(table: str, runs_csv: str, out: str) -> None:
-    from algo_emu.plots import ablation as pa
-
-    pa.ablation_figure(table, runs_csv, out, panel="f", hue="p",
-                       title="Theorem 3.1: frozen model with w in the prompt ablated")
-
-
 # The model and its weight-blind baseline take the same arguments (the same budget by construction).
-TRAIN_ARGS = [arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME]
+TRAIN_ARGS = [arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME,
+              arg("--blind", action="store_true",
+                  help="train the weight-blind baseline instead (the same budget; tokens [x_i; y_i] without w)")]
 STEPS = [
     Step("train", "train one p, all seeds x f as one ensemble, evaluate on the held-out split", train_setting,
          [params_arg(EXPERIMENT, "train"), *TRAIN_ARGS]),
-    Step("blind", "the weight-blind baseline of one p (tokens without w), same budget", train_blind,
-         [params_arg(EXPERIMENT, "blind"), *TRAIN_ARGS]),
     Step("aggregate", "f_emulation, f_gd_step and f_emulation_ablation tables from per-seed metrics", aggregate,
          [params_arg(EXPERIMENT, "aggregate"), cli.METRICS, arg("--blind-metrics", nargs="+", required=True), cli.RUNS,
           arg("--f-table", "f_csv", required=True), arg("--gd-table", "gd_csv", required=True),

@@ -1,0 +1,114 @@
+"""E3's tables and figures from the per-seed evaluation records (``results/statistical/runs/<mode>_H<H>/seed<k>/
+metrics.json``): statistical_emulation (beside the paper's Appendix C.1 values) and statistical_ablation
+(captions: :mod:`algo_emu.report.captions`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from algo_emu import ablation as ab
+from algo_emu import paper_values, records
+from algo_emu.io import read_json, write_csv
+from algo_emu.records import KEY, Get, RunSpec
+from algo_emu.report import captions
+from algo_emu.tables import summarise_by, write_table
+
+EXPERIMENT = "statistical"
+COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds",
+           "mse_over_blind", "paper_mse", "paper_std", "mse_is", "emulation_mean", "emulation_std", "prediction_mean",
+           "prediction_std", "alg_error_mean", "alg_error_std"]
+#: Setting columns of the ablation table (between experiment/mode and ablation).
+ABLATION_SETTING = ["algorithm", "heads"]
+
+
+#: What a statistical record holds, as rows: one per (mode, heads, seed, algorithm).
+RUNS = RunSpec(
+    experiment=EXPERIMENT, rows="errors",
+    columns={
+        "mode": "mode", "heads": "setting.heads", "seed": "seed", "algorithm": KEY,
+        "mse": lambda m, key, e: e[m["headline"]], "mse_is": "headline", "emulation": "@.emulation",
+        "prediction": "@.prediction", "alg_error": "@.algorithm",
+        "final_train_loss": records.last("train_history"),
+        "epochs": "params.epochs", "n_prompts": "params.n_prompts",
+        "bit_identical": "frozen.bit_identical", "device": "environment.train.device", "config_hash": "config_hash",
+        "blind_mse": Get("blind.mse.{key}", float("nan")),
+    },
+    setting=("mode", "heads", "algorithm"),
+    metrics=("mse", "emulation", "prediction", "alg_error", "final_train_loss", "blind_mse"),
+)
+
+
+def load_runs(paths: list[str]) -> pd.DataFrame:
+    """One row per (mode, heads, seed, algorithm) from metrics.json files (:data:`RUNS`)."""
+    return records.load_runs(paths, RUNS)
+
+
+def ablation_rows(paths: list[str]) -> pd.DataFrame:
+    """Tidy rows (experiment, mode, algorithm, heads, seed, ablation, mse): the frozen model unablated
+    (``none``) and ablated, and the weight-blind baseline (``weight_blind``), on the same fresh prompts."""
+    rows = []
+    for path in paths:
+        mt = read_json(path)
+        if "blind" not in mt or "ablation_mse" not in mt:
+            raise ValueError(f"{path}: no weight-blind baseline or ablations (evaluate with --blind-model)")
+        try:
+            ab.check_budget(mt["budget"] or {}, mt["blind"]["budget"])
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        for alg, mses in mt["ablation_mse"].items():
+            rows += ab.ablation_rows(EXPERIMENT, mt["mode"], {"algorithm": alg, "heads": mt["setting"]["heads"]},
+                                     mt["seed"], {**mses, ab.BLIND: mt["blind"]["mse"][alg]})
+    return pd.DataFrame(rows)
+
+
+def paper_value(mode: str, algorithm: str, H: int) -> tuple[float, float]:
+    """(mean, std) of the paper's figure for reference_code lasso/ridge/linear, else (nan, nan)."""
+    pv = paper_values.STATISTICAL_HEADS
+    if mode != "reference_code" or algorithm not in pv or H not in pv["heads"]:
+        return float("nan"), float("nan")
+    i = pv["heads"].index(H)
+    return pv[algorithm]["mean"][i], pv[algorithm]["std"][i]
+
+
+def emulation_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
+    from algo_emu.experiments.statistical import HEADLINE, algorithms
+
+    order = [(mode, alg, H) for mode in params["modes"] for alg in algorithms(params, mode) for H in params["heads_sweep"]]
+    no_blind = set(runs.loc[runs.blind_mse.isna(), ["mode", "algorithm", "heads"]].itertuples(index=False, name=None))
+    for mode, alg, H in order:
+        if (mode, alg, H) in no_blind:
+            raise ValueError(f"mode={mode}, algorithm={alg}, H={H}: a run has no weight-blind baseline")
+    table = summarise_by(runs, ["mode", "algorithm", "heads"], ["mse", "emulation", "prediction", "alg_error"], order,
+                         means=["blind_mse"])
+    paper = [paper_value(mode, alg, H) for mode, alg, H in order]
+    table = table.assign(mse_over_blind=table.mse_mean / table.blind_mse_mean, paper_mse=[pm for pm, _ in paper],
+                         paper_std=[ps for _, ps in paper], mse_is=[HEADLINE[mode] for mode, _, _ in order])
+    return table[COLUMNS]
+
+
+def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, ablation_csv: str | None = None,
+              ablation_runs_csv: str | None = None) -> None:
+    runs = load_runs(metrics)
+    if not runs.bit_identical.all():
+        raise ValueError("a run's frozen model changed during evaluation")
+    tidy = ablation_rows(metrics)  # checks every baseline's budget against its model's
+    write_csv(runs_csv, runs.sort_values(["mode", "heads", "algorithm", "seed"]))
+    write_table(emulation_table(runs, params), table_csv, captions.statistical(params, runs), label="tab:statistical")
+    if ablation_csv:
+        write_csv(ablation_runs_csv, tidy)
+        write_table(ab.ablation_table(tidy, ABLATION_SETTING), ablation_csv, captions.statistical_ablation(params, runs),
+                    label="tab:statistical-ablation")
+
+
+def figure(table: str, runs_csv: str, out: str) -> None:
+    from algo_emu.plots import statistical as ps
+
+    ps.statistical_heads_figure(table, runs_csv, out)
+
+
+def ablation_figure(table: str, runs_csv: str, out: str) -> None:
+    from algo_emu.plots import ablation as pa
+
+    pa.ablation_figure(table, runs_csv, out, panel=["mode", "algorithm"], hue="heads",
+                       title="Appendix C.1: frozen model with the weights in its prompt ablated")
