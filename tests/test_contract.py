@@ -108,7 +108,9 @@ SPEC = records.RunSpec(  # the records as table rows
     experiment="toy", rows="by_member",
     columns={"member": records.KEY, "d": "setting.d", "seed": "seed", "mse": "@.mse",
              "final_train_loss": records.last("@.train_loss"), "config_hash": "config_hash"},
-    setting=("member", "d"), metrics=("mse", "final_train_loss"))
+    setting=("member", "d"), metrics=("mse", "final_train_loss"), records="*/seed*/metrics.json",
+    curves=lambda r: [(f"d={r['setting']['d']}", "weight-blind" if r["weight_blind"] else "model", epoch, "train loss", v)
+                      for m in r["by_member"].values() for epoch, v in enumerate(m["train_loss"], start=1)])
 # ============================================================ end of the toy experiment
 
 
@@ -154,6 +156,10 @@ def test_contract_a_new_experiment_runs_through_the_shared_layer(made):
                   verdict=rep.gate(learned, scale) or rep.claim_verdict(True, False, scale), reason=why)
     report = "\n".join(rep.rows_markdown(rep.rows_frame([row])))
     assert learned == "yes" and "supported" in report and "MSE / weight-blind baseline's MSE" in report
+    # Its learning curves are read through the same declaration (what refset draws): every epoch of both models.
+    curves = records.load_curves(root, SPEC, "toy")
+    assert len(curves) == 2 * len(seeds) * section["epochs"] and {c["model"] for c in curves} == {"model", "weight-blind"}
+    assert [c["value"] for c in curves if c["model"] == "model" and c["seed"] == 0] == model[0]["by_member"]["sum"]["train_loss"]
 
 
 def test_contract_negative_control_the_baseline_as_the_model_did_not_learn(made):

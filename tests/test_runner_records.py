@@ -236,3 +236,17 @@ def test_runner_fingerprint_resumes_only_the_same_run_and_writes_records(tmp_pat
     out = run.write_records(tmp_path / "out", {0: {"seed": 0, **run.provenance({"a": 1})}})
     written = json.loads((tmp_path / "out" / "seed0" / "metrics.json").read_text())
     assert written == out[0] and written["params"] == {"a": 1} and len(written["config_hash"]) == 16
+
+
+def test_every_trained_experiment_declares_where_its_records_are_and_their_curves():
+    """refset reads learning curves through each experiment's RunSpec (records glob, curves), not by hand."""
+    import dataclasses
+
+    from algo_emu import refset
+
+    specs = refset.curve_specs()
+    assert {label for label, _ in specs} == {"E1", "E2", "E3", "E4"}
+    for label, spec in specs:
+        assert spec.records.endswith("seed*/metrics.json") and callable(spec.curves), label
+    with pytest.raises(ValueError, match="RunSpec 'heads' declares no learning curves"):
+        records.load_curves(".", dataclasses.replace(specs[0][1], curves=None), "E1")

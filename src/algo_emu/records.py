@@ -16,18 +16,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from algo_emu.io import read_json
 
-__all__ = ["KEY", "Get", "Last", "RunSpec", "load_runs", "last", "tidy", "TIDY_COLUMNS"]
+__all__ = ["KEY", "Get", "Last", "RunSpec", "load_runs", "load_curves", "last", "tidy", "TIDY_COLUMNS", "CURVE_COLUMNS"]
 
 #: Stands for the row key (the key of the item of ``spec.rows`` a row comes from).
 KEY = "<key>"
 _REQUIRED = object()
 TIDY_COLUMNS = ["experiment", "seed", "metric", "value"]
+#: The learning curves of :func:`load_curves`, one row per recorded value.
+CURVE_COLUMNS = ["experiment", "setting", "model", "seed", "epoch", "quantity", "value"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ class RunSpec:
     or a callable ``(record, key, item) -> value``, in the output column order; ``setting``: the columns
     that identify a setting (with ``seed``, a row); ``metrics``: the numeric results (:func:`tidy`);
     every other column is provenance. ``check``: ``(record, source) -> None``, raising on a record this
-    spec must not read (e.g. a baseline's record given as a model's)."""
+    spec must not read (e.g. a baseline's record given as a model's). ``records``: where these records sit
+    under a results tree (a glob); ``curves``: the per-epoch values a record holds, ``record -> [(setting,
+    model, epoch, quantity, value)]`` (model: ``model`` or ``weight-blind``), read by :func:`load_curves`."""
 
     experiment: str
     rows: str
@@ -70,6 +75,8 @@ class RunSpec:
     metrics: Sequence[str]
     check: Callable[[Mapping, str], None] | None = None
     empty: str = "no metrics files given"
+    records: str = ""
+    curves: Callable[[Mapping], Iterable[tuple]] | None = None
 
     def __post_init__(self) -> None:
         unknown = [c for c in [*self.setting, *self.metrics, "seed"] if c not in self.columns]
@@ -100,6 +107,20 @@ def load_runs(paths: Sequence[str], spec: RunSpec) -> pd.DataFrame:
     if not rows:
         raise ValueError(spec.empty)
     return pd.DataFrame(rows, columns=list(spec.columns))
+
+
+def load_curves(root: str | Path, spec: RunSpec, label: str) -> list[dict]:
+    """Every learning-curve value of the records of ``spec`` under ``root`` (its ``records`` glob, in path order),
+    as :data:`CURVE_COLUMNS` rows with ``experiment`` = ``label``."""
+    if spec.curves is None or not spec.records:
+        raise ValueError(f"RunSpec {spec.experiment!r} declares no learning curves (records, curves)")
+    rows = []
+    for path in sorted(Path(root).glob(spec.records)):
+        record = read_json(path)
+        for setting, model, epoch, quantity, value in spec.curves(record):
+            rows.append(dict(experiment=label, setting=setting, model=model, seed=record["seed"], epoch=epoch,
+                             quantity=quantity, value=float(value)))
+    return rows
 
 
 def tidy(runs: pd.DataFrame, spec: RunSpec) -> pd.DataFrame:

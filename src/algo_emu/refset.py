@@ -13,7 +13,8 @@ silently copied). ``build`` reads only the collected copy: it draws the learning
 each model beside its weight-blind baseline, E1's held-out MSE) into ``figures/learning_curves.png``,
 writes them tidy to ``tables/learning_curves.csv``, and writes ``README.md``: the scale, the code,
 whether each experiment's models learned (with the numbers), and the verdict table of
-``replication.md``. Nothing here imports torch.
+``replication.md``. Each experiment's learning curves are read through its ``RunSpec`` (``records``,
+``curves``), so a new experiment declares them there; that import brings torch.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from algo_emu import records
 from algo_emu.cli import Step, arg, steps_parser
 from algo_emu.io import read_json, write_text
 
@@ -100,67 +102,22 @@ def collect(results: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
 # Learning curves: one tidy frame from the per-seed records
 # ---------------------------------------------------------------------------------------------------------
 
-CURVE_COLUMNS = ["experiment", "setting", "model", "seed", "epoch", "quantity", "value"]
+CURVE_COLUMNS = records.CURVE_COLUMNS
 
 
-def _rows_e1(d: Path) -> list[dict]:
-    rows = []
-    for f in sorted(d.glob("heads/*/runs/*/seed*/metrics.json")):
-        r = read_json(f)
-        setting = f"{r.get('protocol', '?')} H={r['setting']['heads']} p={r['setting']['p']}"
-        for h in r.get("history", []):
-            loss = h.get("train_loss")
-            if isinstance(loss, dict):
-                rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"], epoch=h["epoch"],
-                                 quantity="train loss (mean of K/Q/V)", value=float(np.mean(list(loss.values())))))
-            if h.get("test_mse") is not None:
-                rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"], epoch=h["epoch"],
-                                 quantity="test MSE (composed head)", value=float(h["test_mse"])))
-        if r.get("mse") is not None and r.get("history"):  # the final evaluation is not in the history
-            rows.append(dict(experiment="E1", setting=setting, model="model", seed=r["seed"],
-                             epoch=int(r["params"]["epochs"]), quantity="test MSE (composed head)", value=float(r["mse"])))
-    return rows
+def curve_specs() -> list[tuple[str, "records.RunSpec"]]:
+    """(label, RunSpec) of every trained experiment's records, in the report's order: where each record sits
+    and what curves it holds are declared there (``records``, ``curves``), not here. Imports the experiment
+    modules (and so torch)."""
+    from algo_emu.experiments import ames_tables, heads, statistical_tables, theorem31_tables
 
-
-def _rows_e2(d: Path) -> list[dict]:
-    rows = []
-    for kind, model in (("runs", "model"), ("blind", "weight-blind")):
-        for f in sorted(d.glob(f"theorem31/{kind}/p*/seed*/metrics.json")):
-            r = read_json(f)
-            for fname, rec in r["by_f"].items():
-                for epoch, v in enumerate(rec.get("train_loss", []), start=1):
-                    rows.append(dict(experiment="E2", setting=f"f={fname} p={r['setting']['p']}", model=model,
-                                     seed=r["seed"], epoch=epoch, quantity="train loss", value=float(v)))
-    return rows
-
-
-def _rows_e3(d: Path) -> list[dict]:
-    rows = []
-    for f in sorted(d.glob("statistical/runs/*/seed*/metrics.json")):
-        r = read_json(f)
-        setting = f"{r['setting']['mode']} H={r['setting']['heads']}"
-        for model, hist in (("model", r.get("train_history", [])), ("weight-blind", r.get("blind", {}).get("train_history", []))):
-            for epoch, v in enumerate(hist, start=1):
-                rows.append(dict(experiment="E3", setting=setting, model=model, seed=r["seed"], epoch=epoch,
-                                 quantity="train loss", value=float(v)))
-    return rows
-
-
-def _rows_e4(d: Path) -> list[dict]:
-    rows = []
-    for f in sorted(d.glob("ames/*/seed*/metrics.json")):
-        r = read_json(f)
-        for model, hist in (("model", r.get("history", [])), ("weight-blind", r.get("blind_history", []))):
-            for h in hist:
-                rows.append(dict(experiment="E4", setting=str(r["mode"]), model=model, seed=r["seed"],
-                                 epoch=h["epoch"], quantity="train loss", value=float(h["train_loss"])))
-    return rows
+    return [("E1", heads.RUNS), ("E2", theorem31_tables.RUNS), ("E2", theorem31_tables.BLIND_RUNS),
+            ("E3", statistical_tables.RUNS), ("E4", ames_tables.RUNS)]
 
 
 def learning_curves(ref_dir: str | os.PathLike) -> pd.DataFrame:
     """Every recorded per-epoch value of E1-E4 in ``ref_dir`` as one tidy frame (CURVE_COLUMNS)."""
-    d = Path(ref_dir)
-    rows = _rows_e1(d) + _rows_e2(d) + _rows_e3(d) + _rows_e4(d)
+    rows = [row for label, spec in curve_specs() for row in records.load_curves(ref_dir, spec, label)]
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 

@@ -33,6 +33,13 @@ def _has_prompt_sets(record: Mapping, source: str) -> None:
         raise ValueError(f"{source}: metrics without prompt_sets (written by an older version): rerun `ames evaluate`")
 
 
+def _curves(r: dict) -> list[tuple]:
+    """The emulator's and its weight-blind baseline's train loss per epoch (both in the emulator's record)."""
+    return [(str(r["mode"]), model, h["epoch"], "train loss", h["train_loss"])
+            for model, hist in (("model", r.get("history", [])), ("weight-blind", r.get("blind_history") or []))
+            for h in hist]
+
+
 #: What an ames record holds, as rows: one per (mode, prompt set, seed).
 RUNS = RunSpec(
     experiment="ames", rows="prompt_sets", check=_has_prompt_sets,
@@ -50,7 +57,7 @@ RUNS = RunSpec(
         "device": "environment.device", "config_hash": "config_hash",
         "data_provenance": lambda m, key, r: captions.data_provenance([m]),
     },
-    setting=("mode", "algorithm"),
+    setting=("mode", "algorithm"), records="ames/*/seed*/metrics.json", curves=_curves,
     metrics=("emulation_mse", "prediction_mse", "algorithm_mse", "algorithm_sklearn_mse", "train_emulation_mse",
              "target_mse", "blind_mse", "mse_over_blind", "spread_mse", "target_var"),
 )

@@ -23,6 +23,7 @@ import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -226,6 +227,21 @@ def _not_a_variant(record: dict, path: str) -> None:
                          "(their table is heads_variants.csv)")
 
 
+def _curves(r: dict) -> list[tuple]:
+    """The K/Q/V emulators' mean train loss per epoch, the composed head's test MSE at the evaluated epochs and
+    its final one (the final evaluation is not in the history)."""
+    setting, out = f"{r.get('protocol', '?')} H={r['setting']['heads']} p={r['setting']['p']}", []
+    for h in r.get("history", []):
+        if isinstance(h.get("train_loss"), dict):
+            out.append((setting, "model", h["epoch"], "train loss (mean of K/Q/V)",
+                        float(np.mean(list(h["train_loss"].values())))))
+        if h.get("test_mse") is not None:
+            out.append((setting, "model", h["epoch"], "test MSE (composed head)", h["test_mse"]))
+    if r.get("mse") is not None and r.get("history"):
+        out.append((setting, "model", int(r["params"]["epochs"]), "test MSE (composed head)", r["mse"]))
+    return out
+
+
 #: What a heads record holds, as rows: one per (protocol, setting, seed, target); variants' records refused.
 RUNS = RunSpec(
     experiment="heads", rows="mse_by_target",
@@ -240,7 +256,7 @@ RUNS = RunSpec(
     },
     setting=("protocol", "heads", "p", "target"),
     metrics=("mse", "mse_batchmean", "target_var", "mse_K", "mse_Q", "mse_V"),
-    check=_not_a_variant,
+    check=_not_a_variant, records="heads/*/runs/*/seed*/metrics.json", curves=_curves,
 )
 
 

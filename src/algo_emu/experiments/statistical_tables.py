@@ -22,6 +22,15 @@ COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "m
 ABLATION_SETTING = ["algorithm", "heads"]
 
 
+def _curves(r: dict) -> list[tuple]:
+    """The model's and its weight-blind baseline's train loss per epoch (the baseline's is in the model's record)."""
+    setting = f"{r['setting']['mode']} H={r['setting']['heads']}"
+    return [(setting, model, epoch, "train loss", v)
+            for model, hist in (("model", r.get("train_history", [])),
+                                ("weight-blind", r.get("blind", {}).get("train_history", [])))
+            for epoch, v in enumerate(hist, start=1)]
+
+
 #: What a statistical record holds, as rows: one per (mode, heads, seed, algorithm).
 RUNS = RunSpec(
     experiment=EXPERIMENT, rows="errors",
@@ -36,6 +45,7 @@ RUNS = RunSpec(
     },
     setting=("mode", "heads", "algorithm"),
     metrics=("mse", "emulation", "prediction", "alg_error", "final_train_loss", "blind_mse"),
+    records="statistical/runs/*/seed*/metrics.json", curves=_curves,
 )
 
 

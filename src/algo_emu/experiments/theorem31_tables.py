@@ -29,6 +29,14 @@ def _is_blind(record: dict, source: str) -> None:
         raise ValueError(f"{source}: not a weight-blind baseline's metrics")
 
 
+def _curves(model: str):
+    def curves(r: dict) -> list[tuple]:
+        """Each f's train loss per epoch."""
+        return [(f"f={f} p={r['setting']['p']}", model, epoch, "train loss", v)
+                for f, rec in r["by_f"].items() for epoch, v in enumerate(rec.get("train_loss", []), start=1)]
+    return curves
+
+
 #: What a theorem31 record holds, as rows: one per (p, seed, f).
 RUNS = RunSpec(
     experiment=EXPERIMENT, rows="by_f",
@@ -43,6 +51,7 @@ RUNS = RunSpec(
     },
     setting=("f", "p", "heads"),
     metrics=("mse", "rel_mse", "target_var", "gd_mse", "gd_rel", "step_sq_norm", "final_train_loss"),
+    records="theorem31/runs/p*/seed*/metrics.json", curves=_curves("model"),
 )
 #: The weight-blind baseline's records (refuses a model's record).
 BLIND_RUNS = RunSpec(
@@ -51,6 +60,7 @@ BLIND_RUNS = RunSpec(
              "mse": "@.mse", "rel_mse": "@.rel_mse", "budget": "budget"},
     setting=("f", "p", "heads"), metrics=("mse", "rel_mse"), check=_is_blind,
     empty="no weight-blind metrics files given",
+    records="theorem31/blind/p*/seed*/metrics.json", curves=_curves("weight-blind"),
 )
 
 
