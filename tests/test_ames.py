@@ -337,6 +337,7 @@ def test_end_to_end_table_figure_and_provenance(tiny_run):
         assert (tiny_run / f"figures/ames_ablation.{ext}").stat().st_size > 1000
     m = read_json(tiny_run / "corrected/seed1/metrics.json")
     assert m["seed"] == 1 and m["hidden"] == 8 and m["environment"]["device"] == "cpu"
+    assert m["timing"]["eval_seconds"] > 0 and m["timing"]["train"]["wall_seconds_job"] > 0  # as E3 records it
     assert m["data"]["source"] == "local" and m["fit"]["algorithms"]["ridge"]["estimator"] == "RidgeCV"
     preds = pd.read_csv(tiny_run / "corrected/predictions.csv")
     sel = preds[(preds.seed == 1) & (preds.algorithm == "ridge")]

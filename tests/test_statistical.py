@@ -68,6 +68,7 @@ def test_frozen_evaluation_leaves_parameters_bit_identical(params, tmp_path, mod
     assert fz["param_digest_before"] == fz["param_digest_after"] == fz["param_digest_at_save"] == saved["param_digest"]
     assert fz["file_sha256_before"] == fz["file_sha256_after"] == fz["sha256"] == saved["sha256"]
     assert sorted(out[0]["errors"]) == sorted(e3.algorithms(params, mode))
+    assert out[0]["timing"]["eval_seconds"] > 0 and out[0]["timing"]["train"]["epoch_seconds"]  # one timing shape
 
 
 def test_frozen_detects_a_changed_parameter_and_a_tampered_file(params, tmp_path):

@@ -342,7 +342,7 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
             "blind_history": binfo["history"][str(s)] if binfo else None,
             "frozen": record,
             "blind_frozen": brecord,
-            "timing": {"train": info["timing"], "wall_seconds_evaluate": wall},
+            "timing": {"train": info["timing"], "eval_seconds": wall},
             "environment": env,
         }
         out[s] = metrics

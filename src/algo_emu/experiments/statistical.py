@@ -324,7 +324,7 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
             "params": info["params"], "eval_params": eval_params, "eval_seed": eval_seed(s),
             "config_hash": info["config_hash"], "data_sha256": info["data_sha256"][str(s)],
             "model_file": str(model_path), "frozen": frozen_info,
-            "timing": {"train": info["timing"], "eval_wall_seconds_job": wall},
+            "timing": {"train": info["timing"], "eval_seconds": wall},
             "environment": {"train": info["environment"], "eval": env},
             "budget": info.get("budget"), "layout": prompt_layout(params, mode).describe(),
             "ablation_mse": result["ablation_mse"][s],
