@@ -211,6 +211,16 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     assert rec["timing"]["resumed_from_epoch"] == 1
     state = cp.load_state(set_dir)
     assert {state["settings"][n]["status"] for n in ("heads/published/H2_p8", "heads/published/H1_p8")} == {"done"}
+    # a call that stopped after copying its records but before saving its state: the next run finishes it
+    entry = state["settings"].pop("heads/published/H1_p8")
+    cp.save_state(set_dir, state)
+    (set_dir / cp.RESUME_DIR / "heads__published__H1_p8").mkdir(parents=True)
+    (set_dir / cp.RESUME_DIR / "heads__published__H1_p8" / cp.CALLS).write_text(json.dumps(entry["calls"]))
+    assert cp.run(str(set_dir), only=["heads/published/H1_p8"], root=repo) == ["heads/published/H1_p8"]
+    state = cp.load_state(set_dir)
+    again = state["settings"]["heads/published/H1_p8"]
+    assert again["status"] == "done" and again["wall_seconds"] == entry["wall_seconds"] and again["calls"] == entry["calls"]
+    assert again["wall_seconds_this_call"] is None and not (set_dir / cp.RESUME_DIR / "heads__published__H1_p8").exists()
     assert mf.verify(set_dir) == []
     page = (set_dir / "README.md").read_text()
     assert "heads/published/H2_p8" in page and f"pinned commit: `{commit}`" in page

@@ -250,3 +250,14 @@ def test_every_trained_experiment_declares_where_its_records_are_and_their_curve
         assert spec.records.endswith("seed*/metrics.json") and callable(spec.curves), label
     with pytest.raises(ValueError, match="RunSpec 'heads' declares no learning curves"):
         records.load_curves(".", dataclasses.replace(specs[0][1], curves=None), "E1")
+
+
+def test_a_records_commit_is_read_from_either_environment_shape():
+    """E3's records keep one environment per job ({train, eval}); the others one. A reader of the commit must see
+    both (the campaign refused a finished E3 setting as made by commit None before this was shared)."""
+    flat = {"environment": {"git_commit": "abc", "code_version": "v1", "device": "cpu"}}
+    nested = {"environment": {"train": {"git_commit": "abc", "code_version": "v1"},
+                              "eval": {"git_commit": "def", "code_version": "v1"}}}
+    assert records.record_commits(flat) == {"abc"} and records.record_commits(nested) == {"abc", "def"}
+    assert [e["code_version"] for e in records.environments(nested)] == ["v1", "v1"]
+    assert records.record_commits({}) == {None} and records.record_commits({"environment": {"device": "cpu"}}) == {None}

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from algo_emu import cli
+from algo_emu import cli, records
 from algo_emu.cli import Step, arg
 from algo_emu.io import read_json, sha256_file, write_json
 from algo_emu.runtime import REPO_ROOT, hardware
@@ -285,7 +285,7 @@ def setting_status(set_dir: Path, state: dict, s: Setting) -> str:
     entry = state["settings"].get(s.name, {})
     present = [p.is_file() for p in _records_in_set(set_dir, s)]
     if all(present):
-        commits = {read_json(p).get("environment", {}).get("git_commit") for p in _records_in_set(set_dir, s)}
+        commits = {c for p in _records_in_set(set_dir, s) for c in records.record_commits(read_json(p))}
         if commits == {state["commit"]}:
             return "done"
         earlier = {m["to"] for m in state["moves"]}  # made by this campaign before an explicit move
@@ -584,20 +584,43 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
         save_resume(set_dir, wt, s)
         raise CampaignError(f"setting {s.name} failed (snakemake exit {rc}); log: {log}; its resume state is "
                             f"under {set_dir / RESUME_DIR}")
+    return finish_setting(set_dir, wt, state, s, calls, wall)
+
+
+def _epoch_seconds(node) -> float:
+    """Every epoch's seconds a record holds, whatever its shape (``timing.epoch_seconds``; E3's ``timing.train`` and
+    ``blind.train_timing``; E4's per-group ``timing.train.groups``)."""
+    if isinstance(node, dict):
+        return sum(float(sum(v)) if k == "epoch_seconds" and isinstance(v, list) else _epoch_seconds(v)
+                   for k, v in node.items())
+    return 0.0
+
+
+def finish_setting(set_dir: Path, wt: Path, state: dict, s: Setting, calls: list[dict], wall: float | None) -> dict:
+    """A setting whose jobs finished in the worktree: copy its records and extras into the set, check they name
+    the pinned commit, drop its resume state; returns its state entry. ``wall``: this call's seconds (None when
+    finishing what an earlier call trained, e.g. after a crash between the copy and the state's save).
+    Training time: per job folder (the seeds of one job share it) the largest sum of epoch seconds a record
+    holds, summed over the setting's folders (E2's model and baseline are two jobs)."""
     for r in (*s.records, *s.extras):
         dest = set_dir / s.set_path(r)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(wt / r, dest)
-    commits = {read_json(set_dir / s.set_path(r)).get("environment", {}).get("git_commit") for r in s.records}
+    commits = {c for r in s.records for c in records.record_commits(read_json(set_dir / s.set_path(r)))}
     if commits != {state["commit"]}:
         raise CampaignError(f"setting {s.name}: records name commits {sorted(map(str, commits))}, the campaign is "
                             f"pinned to {state['commit']}")
     # Training time over every call that made it (a setting resumed after an interruption spans several).
-    epochs_s = [sum(read_json(wt / r).get("timing", {}).get("epoch_seconds", [])) for r in s.records]
+    jobs: dict[Path, float] = {}
+    for r in s.records:
+        folder = Path(r).parent.parent
+        jobs[folder] = max(jobs.get(folder, 0.0), _epoch_seconds(read_json(wt / r)))
+    trained = sum(jobs.values())
     drop_resume(set_dir, s)
     return {"status": "done", "commit": state["commit"], "code_version": state.get("code_version"),
-            "wall_seconds_this_call": round(wall, 1), "wall_seconds": round(max(epochs_s + [0.0]) or wall, 1),
-            "finished": _now(), "hardware": hardware(), "calls": calls}
+            "wall_seconds_this_call": round(wall, 1) if wall is not None else None,
+            "wall_seconds": round(trained or wall or 0.0, 1), "finished": _now(), "hardware": hardware(),
+            "calls": calls}
 
 
 def sync_extras(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
@@ -645,6 +668,15 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
     finished = []
     for s in todo:
         status = setting_status(set_dir, state, s)
+        calls_file = set_dir / RESUME_DIR / _resume_name(s) / CALLS
+        if status == "done" and state["settings"].get(s.name, {}).get("status") != "done" and calls_file.is_file():
+            # its records reached the set but the call stopped before saving its state: finish it from the worktree
+            state["settings"][s.name] = finish_setting(set_dir, wt, state, s, read_json(calls_file), None)
+            save_state(set_dir, state)
+            _page_in_fresh_process(set_dir, root)
+            finished.append(s.name)
+            print(f"{_now()} campaign: {s.name} finished from the worktree (records already in the set)", flush=True)
+            continue
         if status in ("done", "adopted"):
             if sync_extras(set_dir, wt, s):
                 _page_in_fresh_process(set_dir, root)

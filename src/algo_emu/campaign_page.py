@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from algo_emu import records
 from algo_emu.io import read_json, write_text
 from algo_emu.runtime import REPO_ROOT, cpu_key, cpu_label
 
@@ -274,7 +275,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
             e1_metrics += paths
         elif st in ("legacy", "partial"):
             present = [p for p in paths if Path(p).is_file()]
-            commits = sorted({str(read_json(p).get("environment", {}).get("git_commit"))[:12] for p in present})
+            commits = sorted({str(c)[:12] for p in present for c in records.record_commits(read_json(p))})
             left_out.append(f"- `{s.name}`: {STATUS_WORDS[st]} ({len(present)} of {len(paths)} records; "
                             f"commit(s) {', '.join(commits)})")
     left_h = 0.0

@@ -23,7 +23,8 @@ import pandas as pd
 
 from algo_emu.io import read_json
 
-__all__ = ["KEY", "Get", "Last", "RunSpec", "load_runs", "load_curves", "last", "tidy", "TIDY_COLUMNS", "CURVE_COLUMNS"]
+__all__ = ["KEY", "Get", "Last", "RunSpec", "load_runs", "load_curves", "last", "tidy", "TIDY_COLUMNS", "CURVE_COLUMNS",
+           "environments", "record_commits"]
 
 #: Stands for the row key (the key of the item of ``spec.rows`` a row comes from).
 KEY = "<key>"
@@ -121,6 +122,22 @@ def load_curves(root: str | Path, spec: RunSpec, label: str) -> list[dict]:
             rows.append(dict(experiment=label, setting=setting, model=model, seed=record["seed"], epoch=epoch,
                              quantity=quantity, value=float(value)))
     return rows
+
+
+def environments(record: Mapping) -> list[Mapping]:
+    """The environment block(s) of a record: its own, or, where it keeps one per job that made it (E3's records:
+    ``{"train": ..., "eval": ...}``), each of those. Readers of a record's commit or code version use this, so a
+    record of either shape is read, never taken for one without a commit."""
+    env = record.get("environment") or {}
+    if not isinstance(env, Mapping):
+        return []
+    nested = [v for v in env.values() if isinstance(v, Mapping) and ("git_commit" in v or "code_version" in v)]
+    return nested if nested and "git_commit" not in env and "code_version" not in env else [env]
+
+
+def record_commits(record: Mapping) -> set:
+    """Every commit a record names (None where an environment block names none)."""
+    return {e.get("git_commit") for e in environments(record)} or {None}
 
 
 def tidy(runs: pd.DataFrame, spec: RunSpec) -> pd.DataFrame:

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from algo_emu import records
 from algo_emu.cli import Step, arg, steps_parser
 from algo_emu.io import sha256_file, write_json
 from algo_emu.report import check_present
@@ -257,9 +258,9 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
     code_versions = set()
     for rel in files:
         if rel.endswith("metrics.json"):
-            env = json.loads((tree / rel).read_text()).get("environment") or {}
-            if env.get("code_version"):
-                code_versions.add(env["code_version"])
+            for env in records.environments(json.loads((tree / rel).read_text())):
+                if env.get("code_version"):
+                    code_versions.add(env["code_version"])
     manifest |= {
         "files_root": ".",
         "files": files,
