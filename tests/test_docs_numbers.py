@@ -263,3 +263,16 @@ def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):
     assert dn.essay_bar_summary(tmp_path).endswith("the gate (1.1) is reached from 24000 steps")
     table = dn.block_essay_bar(tmp_path)
     assert "| 0 | 24000 | 64 | 0.001 | 1.05 | 1.05 | 1.05 (0.315 / 0.3) | reached |" in table
+
+
+def test_cost_check_reads_every_training_job_a_record_reports():
+    """E3's records report two training jobs (the model's timing.train, the baseline's blind.train_timing), each
+    with its own resume epoch; E1/E2 records one (timing). The check times each job's last call."""
+    from algo_emu.docs_numbers import _train_blocks
+
+    flat = {"timing": {"epoch_seconds": [1.0, 2.0], "resumed_from_epoch": 1}}
+    e3 = {"timing": {"train": {"epoch_seconds": [1.0] * 3, "resumed_from_epoch": 1}, "eval_seconds": 5.0},
+          "blind": {"train_timing": {"epoch_seconds": [2.0] * 3, "resumed_from_epoch": 2}}}
+    assert _train_blocks(flat) == [flat["timing"]]
+    assert _train_blocks(e3) == [e3["timing"]["train"], e3["blind"]["train_timing"]]
+    assert _train_blocks({"timing": {"eval_seconds": 1.0}}) == []

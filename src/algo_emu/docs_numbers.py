@@ -37,7 +37,7 @@ from typing import Callable
 
 import pandas as pd
 
-from algo_emu import paper_values
+from algo_emu import paper_values, records
 from algo_emu.io import read_json
 from algo_emu.runtime import REPO_ROOT, cpu_key, cpu_label
 
@@ -322,6 +322,16 @@ def _done_settings(root: Path) -> list[tuple[object, dict]]:
             if entries.get(s.name, {}).get("status") == "done" and entries[s.name].get("wall_seconds")]
 
 
+def _train_blocks(record: dict) -> list[dict]:
+    """The training-time blocks of a record: its own ``timing`` (E1, E2), or one per training job it reports on
+    (E3: the model's ``timing.train`` and the baseline's ``blind.train_timing``)."""
+    t = record.get("timing", {})
+    if t.get("epoch_seconds"):
+        return [t]
+    blocks = [t.get("train"), (record.get("blind") or {}).get("train_timing")]
+    return [b for b in blocks if isinstance(b, dict) and b.get("epoch_seconds")]
+
+
 def _last_call(root: Path, s, entry: dict) -> dict:
     """What the records of a done setting say of the call that finished it: its CPU, the epochs it trained
     (all of them unless resumed) and their training seconds (each job's slowest record; jobs summed). Without
@@ -333,22 +343,25 @@ def _last_call(root: Path, s, entry: dict) -> dict:
     calls = entry.get("calls") or []
     last_hw = (calls[-1].get("hardware") if calls else None) or {}
     hw = entry.get("hardware", {})
-    if not recs or not all(r.get("timing", {}).get("epoch_seconds") for r in recs.values()):
+    if not recs or not all(_train_blocks(r) for r in recs.values()):
         hw = last_hw if last_hw.get("cpu_id") else hw
         return {"cpu": cpu_label(hw), "cpu_key": cpu_key(hw), "seconds": float(entry["wall_seconds"]), "first": 1,
-                "epochs": None, "of": None}
-    jobs: dict[Path, float] = {}  # one training job per folder of seeds (e.g. E2's runs/p60 and blind/p60)
-    first, total = 1, 0
+                "epochs": None, "of": None, "timed": "all"}
+    # one training job per folder of seeds and block (E2's runs/p60 and blind/p60; E3's model and baseline)
+    jobs: dict[tuple, tuple[float, int, int]] = {}
     for path, r in recs.items():
-        t = r["timing"]
-        start = int(t.get("resumed_from_epoch") or 0)
-        first, total = max(first, start + 1), len(t["epoch_seconds"])
-        jobs[path.parent.parent] = max(jobs.get(path.parent.parent, 0.0), sum(t["epoch_seconds"][start:]))
+        for i, t in enumerate(_train_blocks(r)):
+            start = int(t.get("resumed_from_epoch") or 0)
+            secs = sum(t["epoch_seconds"][start:])
+            if secs >= jobs.get((path.parent.parent, i), (-1.0,))[0]:
+                jobs[(path.parent.parent, i)] = (secs, start + 1, len(t["epoch_seconds"]))
     if not last_hw.get("cpu_id"):
-        last_hw = next((r["environment"]["hardware"] for r in recs.values()
-                        if r.get("environment", {}).get("hardware")), hw)
-    return {"cpu": cpu_label(last_hw), "cpu_key": cpu_key(last_hw), "seconds": sum(jobs.values()), "first": first,
-            "epochs": total - first + 1, "of": total}
+        last_hw = next((e["hardware"] for r in recs.values() for e in records.environments(r) if e.get("hardware")), hw)
+    ranges = sorted({(first, of) for _, first, of in jobs.values()})
+    timed = "all" if all(first == 1 for first, _ in ranges) else ", ".join(f"{a}-{b}" for a, b in ranges)
+    return {"cpu": cpu_label(last_hw), "cpu_key": cpu_key(last_hw), "seconds": sum(v[0] for v in jobs.values()),
+            "first": min(first for first, _ in ranges), "epochs": sum(of - first + 1 for _, first, of in jobs.values()),
+            "of": sum(of for _, _, of in jobs.values()), "timed": timed}
 
 
 def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict]]) -> str | None:
@@ -373,7 +386,7 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
     else:
         verdict = ("within" if abs(meas / pred - 1) <= PREDICTION_TOLERANCE else "outside") + \
                   f" {PREDICTION_TOLERANCE:.0%} (`{path.name}`)"
-    timed = "all" if not call["epochs"] or call["first"] == 1 else f"{call['first']}-{call['of']}"
+    timed = call["timed"]
     return (f"| `{s.name}` | {call['cpu']} | {timed} | {_hours(pred)} | {_hours(meas)} | "
             f"{_g(meas / pred, 2)} | {str(entry.get('commit'))[:10]} ({str(code or '?').rsplit(' ', 1)[-1]}) | {verdict} |")
 
