@@ -235,8 +235,9 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
 
     Prompt sets: :func:`eval_sets`. Ablations (the target unchanged): algorithm sets ``permuted``,
     ``random``, ``zeros`` and ``other_algorithm``; held-out sets ``other_prompt``, ``permuted``, ``random``,
-    ``zeros``; streams ``(seed, "ames", mode, set, "ablation", name)``. The baseline must have been trained
-    with the same budget (:func:`algo_emu.ablation.check_budget`) on the same files.
+    ``zeros``; streams ``(seed, "ames", mode, set, "ablation", name)``. The baseline must be one
+    (:func:`algo_emu.ablation.check_role`), trained on the same files with the same budget per hidden width
+    (:func:`algo_emu.ablation.check_baseline`).
     Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, set and prompt).
     """
     loaded = load_seeds(seeds, prepared_paths, fits_paths)
