@@ -131,6 +131,33 @@ def test_resume_state_round_trip_never_overwrites_a_newer_checkpoint(tmp_path):
     assert not (set_dir / cp.RESUME_DIR).joinpath(cp._resume_name(s)).exists()
 
 
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def test_training_seconds_counts_each_training_job_once_whatever_its_record_shape(tmp_path):
+    """Each job's epochs once: E2's model and baseline folders; E3's two blocks inside one record; E4's two
+    sidecars (its records repeat the emulator's timing, which must not count twice nor hide the baseline's)."""
+    wt = tmp_path
+    e2 = cp.theorem31_setting(60, [0, 1])
+    for i, r in enumerate(e2.records):  # model seeds share a job (same seconds), baseline seeds another
+        _write(wt / r, {"timing": {"epoch_seconds": [1.0, 2.0] if "runs/" in r else [4.0, 4.0]}})
+    assert cp.training_seconds(wt, e2) == 3.0 + 8.0
+    e3 = cp.statistical_setting("fitted", 6, [0, 1])
+    for r in e3.records:
+        _write(wt / r, {"timing": {"train": {"epoch_seconds": [1.0, 1.0, 1.0]}, "eval_seconds": 99.0},
+                        "blind": {"train_timing": {"epoch_seconds": [0.5, 0.5]}}})
+    assert cp.training_seconds(wt, e3) == 3.0 + 1.0
+    e4 = cp.ames_setting("corrected", [0, 1])
+    groups = {"544": {"epoch_seconds": [2.0, 2.0]}, "96": {"epoch_seconds": [1.0]}}
+    for r in e4.records:
+        _write(wt / r, {"timing": {"train": {"groups": groups}}})
+    _write(wt / "results/ames/corrected/emulator.pt.json", {"timing": {"groups": groups}})
+    _write(wt / "results/ames/corrected/blind.pt.json", {"timing": {"groups": {"544": {"epoch_seconds": [3.0]}}}})
+    assert cp.training_seconds(wt, e4) == 5.0 + 3.0
+
+
 def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
     from algo_emu.config import load_config
 

@@ -34,7 +34,6 @@ old commit and settings still to do (they would be mixed); the move is recorded 
 
 from __future__ import annotations
 
-import datetime as _dt
 import fcntl
 import json
 import os
@@ -50,7 +49,7 @@ from typing import Iterable
 
 from algo_emu import cli, records
 from algo_emu.cli import Step, arg
-from algo_emu.io import read_json, sha256_file, write_json
+from algo_emu.io import read_json, sha256_file, utc_now, write_json
 from algo_emu.runtime import REPO_ROOT, hardware
 
 DEFAULT_DIR = "results/reference/paper-scale"
@@ -197,10 +196,6 @@ def settings(config: dict) -> list[Setting]:
 # ---------------------------------------------------------------------------------------------------------
 # State
 # ---------------------------------------------------------------------------------------------------------
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
 
 def _git(*args: str, cwd: Path = REPO_ROOT, check: bool = True) -> str:
     out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
@@ -376,7 +371,7 @@ def start_call(set_dir: Path, wt: Path, s: Setting) -> list[dict]:
     returns them all. Written into the resume state, so it is committed and carried with it."""
     path = set_dir / RESUME_DIR / _resume_name(s) / CALLS
     calls = read_json(path) if path.is_file() else []
-    calls.append({"started": _now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)})
+    calls.append({"started": utc_now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)})
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, calls)
     return calls
@@ -393,7 +388,7 @@ def write_manifest(set_dir: Path, state: dict) -> dict:
     manifest = {
         "kind": "campaign set",
         "files_root": ".",
-        "created": _now(),
+        "created": utc_now(),
         "commit": state["commit"],
         "code_version": state.get("code_version"),
         "config": state["config"],
@@ -478,7 +473,7 @@ def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT)
                "mismatches": mismatched[:10], "n_mismatches": len(mismatched),
                "records_commits": sorted({r["environment"].get("git_commit") for r in recs.values()}),
                "records_code_versions": sorted({r["environment"].get("code_version") for r in recs.values()}),
-               "seconds": round(time.time() - t0, 1), "when": _now(), "hardware": hardware(),
+               "seconds": round(time.time() - t0, 1), "when": utc_now(), "hardware": hardware(),
                "records_sha256": {p.relative_to(set_dir).as_posix(): sha256_file(p) for p in sorted(recs)}}
     state = load_state(set_dir)  # re-read: another process may have written it meanwhile
     state["settings"].setdefault(s.name, {})["replay"] = outcome
@@ -532,7 +527,7 @@ def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, lo
     if log is None:
         return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), check=True).returncode
     with open(log, "a") as fh:
-        fh.write(f"{_now()} {shlex.join(cmd)}\n")
+        fh.write(f"{utc_now()} {shlex.join(cmd)}\n")
         fh.flush()
         return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), stdout=fh, stderr=subprocess.STDOUT).returncode
 
@@ -550,7 +545,7 @@ def _hold_run_lock(wt: Path):
         raise CampaignError(f"another `campaign run` is using the worktree {wt}; wait for it or stop it") from None
     locks = wt / ".snakemake" / "locks"
     if locks.is_dir() and any(locks.iterdir()):
-        print(f"{_now()} campaign: removing the Snakemake lock a killed run left in {wt}", flush=True)
+        print(f"{utc_now()} campaign: removing the Snakemake lock a killed run left in {wt}", flush=True)
         subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--unlock", "--profile",
                         "workflow/profiles/default", "--cores", "1"], cwd=wt, env=pinned_env(wt), check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -596,12 +591,27 @@ def _epoch_seconds(node) -> float:
     return 0.0
 
 
+def training_seconds(wt: Path, s: Setting) -> float:
+    """A finished setting's training seconds over every call that made it (a setting resumed after an
+    interruption spans several): the sum of each training job's epoch seconds. A job's own sidecar
+    (``*.pt.json`` among the extras: E4's emulator and baseline) counts once each, the records then only repeat
+    the model's; otherwise per job folder (the seeds of one job share it; E2's model and baseline are two) the
+    largest sum a record holds (E3's records hold both its jobs' blocks)."""
+    sidecars = [r for r in s.extras if r.endswith(".pt.json")]
+    if sidecars:
+        return sum(_epoch_seconds(read_json(wt / r)) for r in sidecars)
+    jobs: dict[Path, float] = {}
+    for r in s.records:
+        folder = Path(r).parent.parent
+        jobs[folder] = max(jobs.get(folder, 0.0), _epoch_seconds(read_json(wt / r)))
+    return sum(jobs.values())
+
+
 def finish_setting(set_dir: Path, wt: Path, state: dict, s: Setting, calls: list[dict], wall: float | None) -> dict:
     """A setting whose jobs finished in the worktree: copy its records and extras into the set, check they name
     the pinned commit, drop its resume state; returns its state entry. ``wall``: this call's seconds (None when
     finishing what an earlier call trained, e.g. after a crash between the copy and the state's save).
-    Training time: per job folder (the seeds of one job share it) the largest sum of epoch seconds a record
-    holds, summed over the setting's folders (E2's model and baseline are two jobs)."""
+    Training time: :func:`training_seconds`."""
     for r in (*s.records, *s.extras):
         dest = set_dir / s.set_path(r)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -610,16 +620,11 @@ def finish_setting(set_dir: Path, wt: Path, state: dict, s: Setting, calls: list
     if commits != {state["commit"]}:
         raise CampaignError(f"setting {s.name}: records name commits {sorted(map(str, commits))}, the campaign is "
                             f"pinned to {state['commit']}")
-    # Training time over every call that made it (a setting resumed after an interruption spans several).
-    jobs: dict[Path, float] = {}
-    for r in s.records:
-        folder = Path(r).parent.parent
-        jobs[folder] = max(jobs.get(folder, 0.0), _epoch_seconds(read_json(wt / r)))
-    trained = sum(jobs.values())
+    trained = training_seconds(wt, s)
     drop_resume(set_dir, s)
     return {"status": "done", "commit": state["commit"], "code_version": state.get("code_version"),
             "wall_seconds_this_call": round(wall, 1) if wall is not None else None,
-            "wall_seconds": round(trained or wall or 0.0, 1), "finished": _now(), "hardware": hardware(),
+            "wall_seconds": round(trained or wall or 0.0, 1), "finished": utc_now(), "hardware": hardware(),
             "calls": calls}
 
 
@@ -675,7 +680,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
             save_state(set_dir, state)
             _page_in_fresh_process(set_dir, root)
             finished.append(s.name)
-            print(f"{_now()} campaign: {s.name} finished from the worktree (records already in the set)", flush=True)
+            print(f"{utc_now()} campaign: {s.name} finished from the worktree (records already in the set)", flush=True)
             continue
         if status in ("done", "adopted"):
             if sync_extras(set_dir, wt, s):
@@ -686,13 +691,13 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
         kept_apart = all((set_dir / PRE / s.set_path(r)).is_file() for r in s.records)
         if s.experiment == "heads" and (status == "legacy" or (status == "todo" and kept_apart)) and \
                 state["settings"].get(s.name, {}).get("replay", {}).get("commit") != state["commit"]:
-            print(f"{_now()} campaign: {s.name} was made by another commit: replaying its first epoch", flush=True)
+            print(f"{utc_now()} campaign: {s.name} was made by another commit: replaying its first epoch", flush=True)
             if replay(set_dir, s.name, root=root)["match"]:
                 _page_in_fresh_process(set_dir, root)
                 state = load_state(set_dir)
                 continue
             state = load_state(set_dir)
-        print(f"{_now()} campaign: {s.name} ({status}) at {state['commit'][:12]}: {s.why}", flush=True)
+        print(f"{utc_now()} campaign: {s.name} ({status}) at {state['commit'][:12]}: {s.why}", flush=True)
         entry = run_setting(set_dir, wt, state, s, cores, save_every)
         state = load_state(set_dir)
         # made at the pinned commit now: an earlier replay of older records no longer describes it
@@ -700,7 +705,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
         save_state(set_dir, state)
         _page_in_fresh_process(set_dir, root)
         finished.append(s.name)
-        print(f"{_now()} campaign: {s.name} done in {entry['wall_seconds'] / 60:.1f} min", flush=True)
+        print(f"{utc_now()} campaign: {s.name} done in {entry['wall_seconds'] / 60:.1f} min", flush=True)
     return finished
 
 
@@ -741,13 +746,13 @@ def pin(set_dir: str = DEFAULT_DIR, commit: str = "HEAD", config: str = DEFAULT_
                                 f"{state['commit'][:12]} and settings still to do, which would be made at "
                                 f"{full[:12]} and mixed: {mixed}. Finish them first, replay them at the new commit, or "
                                 "move with --mixed-ok (recorded; their pages then say MIXED).")
-        state["moves"].append({"from": state["commit"], "to": full, "reason": reason, "when": _now(),
+        state["moves"].append({"from": state["commit"], "to": full, "reason": reason, "when": utc_now(),
                                "mixed_experiments": sorted(mixed)})
         state["commit"] = full
         state.pop("code_version", None)
     else:
         state = {"commit": full, "config": config, "settings": {},
-                 "moves": [{"from": None, "to": full, "reason": reason, "when": _now()}]}
+                 "moves": [{"from": None, "to": full, "reason": reason, "when": utc_now()}]}
     wt = worktree(Path(root), full)
     state["code_version"] = pinned_code_version(wt)
     cfg = pinned_config(wt, state["config"])
@@ -801,7 +806,7 @@ def _page_in_fresh_process(set_dir: Path, root: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "algo_emu", "campaign", "page", "--dir", str(set_dir)], cwd=root,
                          env=env, capture_output=True, text=True)
     if res.returncode != 0:
-        print(f"{_now()} campaign: rebuilding the page of {set_dir} FAILED (exit {res.returncode}); run "
+        print(f"{utc_now()} campaign: rebuilding the page of {set_dir} FAILED (exit {res.returncode}); run "
               f"`python -m algo_emu campaign page --dir {set_dir}`:\n{res.stderr[-3000:]}", flush=True)
 
 

@@ -28,7 +28,6 @@ from the imported table and curves and from the campaign's own records of the sa
 
 from __future__ import annotations
 
-import datetime as _dt
 import io as _io
 import math
 import os
@@ -44,7 +43,7 @@ import pandas as pd
 
 from algo_emu import paper_values
 from algo_emu.campaign import DEFAULT_CONFIG, CampaignError, _git, load_state, pinned_config, pinned_env
-from algo_emu.io import read_json, write_json, write_text
+from algo_emu.io import read_json, utc_now, write_json, write_text
 from algo_emu.runtime import REPO_ROOT, config_hash, cpu_label
 
 SUBDIR = "variants"
@@ -64,10 +63,6 @@ RISE = 0.10
 #: Record parameters a variant may differ in from its config: the attention implementation, resolved per machine
 #: (the same mathematics, tested).
 FREE_PARAMS = ("attention",)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,7 +180,7 @@ def import_variants(set_dir: str | Path, checkout: str | Path, config: str = DEF
         if (results / fig).stat().st_mtime < (results / TABLE).stat().st_mtime:
             raise CampaignError(f"{results / fig}: older than {results / TABLE}: drawn from an earlier table")
     imported = {
-        "when": _now(), "from_commit": commit, "code_version": code_version, "config": config,
+        "when": utc_now(), "from_commit": commit, "code_version": code_version, "config": config,
         "config_hash": config_hash(cfg), "variants_hash": config_hash(configured),
         "by_commit": _git("rev-parse", "HEAD", cwd=REPO_ROOT, check=False) or None,
         "variants": {v["name"]: {
@@ -221,7 +216,7 @@ def write_manifest(vdir: Path, imported: dict) -> dict:
 
     files = file_hashes(vdir)
     manifest = {"kind": "campaign variants (ours, not paper-comparable)", "paper_comparable": False,
-                "files_root": ".", "written": _now(), "imported": imported, "files": files, "n_files": len(files)}
+                "files_root": ".", "written": utc_now(), "imported": imported, "files": files, "n_files": len(files)}
     write_json(vdir / MANIFEST, manifest)
     return manifest
 

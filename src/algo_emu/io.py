@@ -14,6 +14,7 @@ name, so :func:`sha256_file` of a ``.pt`` file is the same for the same content.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import glob
 import hashlib
 import json
@@ -24,6 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
+
+def utc_now() -> str:
+    """The current UTC time to the second, ISO 8601 (``2026-12-03T17:48:52+00:00``): every timestamp a record,
+    provenance or campaign state writes."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
 
 #: A writer on another host cannot be checked for life; its leftovers are removed after this long.
 STALE_TMP_SECONDS = 24 * 3600

@@ -8,7 +8,6 @@ validates the frame against its schema; this module fetches, pins and writes.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import platform
 import shutil
@@ -22,20 +21,16 @@ import numpy as np
 import pandas as pd
 
 from algo_emu.data.tabular import DataError
-from algo_emu.io import atomic_path, sha256_file, write_json
+from algo_emu.io import atomic_path, sha256_file, utc_now, write_json
 
 log = logging.getLogger(__name__)
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def new_provenance(source_requested: str, target: str | None) -> dict[str, Any]:
     """The provenance fields every download records before it reads anything."""
     return {
         "source_requested": source_requested,
-        "retrieved_at": now(),
+        "retrieved_at": utc_now(),
         "target": target,
         "warnings": [],
         "fallback": None,

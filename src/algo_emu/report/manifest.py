@@ -15,7 +15,6 @@ status is 1 when any is.
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import importlib.metadata as md
 import json
 import platform
@@ -25,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from algo_emu import records
 from algo_emu.cli import Step, arg, steps_parser
-from algo_emu.io import sha256_file, write_json
+from algo_emu.io import sha256_file, utc_now, write_json
 from algo_emu.report import check_present
 from algo_emu.runtime import REPO_ROOT, config_hash
 
@@ -143,7 +142,7 @@ def build(outputs: Iterable[str | Path], config: Mapping[str, Any], configfiles:
     files = _hashes(outputs)
     sections = {k: config_hash(v) for k, v in sorted(config.items()) if isinstance(v, Mapping)}
     return {
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
         "paper": "arXiv 2508.17550 v2 (ICLR 2026); published code followed: commit 6d39297",
         "git": git_state(),
         "configfiles": list(configfiles),
@@ -266,7 +265,7 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
         "files": files,
         "n_files": len(files),
         "code_versions": sorted(code_versions),
-        "sealed": {"when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "sealed": {"when": utc_now(),
                    "by_commit": git_state().get("commit"), "note": note,
                    "rebuilt_after_the_run": rebuilt,
                    # the set's README, learning curves and the like (records and benchmarks are the run's own)
