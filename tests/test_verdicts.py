@@ -110,9 +110,13 @@ def result_set(d: Path, *, e1_scale: float = 1.0, at_var: bool = False, blind: b
     pd.DataFrame([{"mode": mode, "algorithm": algo, "emulation_mse_mean": emu, "emulation_mse_std": 0.001,
                    "emulation_mse_ci_low": emu, "emulation_mse_ci_high": emu, "prediction_mse_mean": 0.05,
                    "prediction_mse_std": 0.01, "n_seeds": 10, "target_var_mean": 0.16, "blind_mse_mean": 0.1,
-                   "mse_over_blind": emu / 0.1, "all_coef_zero": False}
+                   "mse_over_blind": emu / 0.1, "all_coef_zero": False, "spread_mse_mean": 0.05}
                   for mode in ("corrected", "reference_code") for algo in ("linear", "ridge", "lasso")]
                  ).to_csv(d / "ames.csv", index=False)
+    # permuting w: 50x the unablated MSE for a model that reads w; the same MSE for one that ignores it
+    pd.DataFrame([{"mode": "corrected", "algorithm": algo, "ablation": abl, "mse_mean": emu * (50.0 if abl == "permuted"
+                   and not blind else 1.0)} for algo in ("linear", "ridge", "lasso") for abl in ("none", "permuted")]
+                 ).to_csv(d / "ames_ablation.csv", index=False)
     # E5
     rel5 = 1e-2 if constructions_wrong else 1e-30
     pd.DataFrame([{"algorithm": a, "P": 161, "mse_mean": rel5, "rel_mse_mean": rel5, "max_abs_max": 1e-15,
@@ -160,7 +164,8 @@ def test_negative_control_right_set_earns_its_verdicts(right):
     assert set(_rows(right, "E1", "heads table").values()) == {"consistent"}
     assert set(_rows(right, "E2").values()) == {"supported"}
     assert set(_rows(right, "E3").values()) == {"consistent"}
-    assert set(_rows(right, "E4").values()) == {"not comparable: the paper gives no number for E4"}
+    assert set(_rows(right, "E4", "Appendix C.2: frozen").values()) == {"not comparable: the paper gives no number for E4"}
+    assert set(_rows(right, "E4", "Appendix C.2, corrected mode").values()) == {"supported"}
     e5 = _rows(right, "E5")
     assert [v for k, v in e5.items() if "t = 1" in k[1]] == ["set-up check: holds"]
     assert {v for k, v in e5.items() if "t = 1" not in k[1]} == {"supported"}
@@ -295,6 +300,26 @@ def test_committed_reference_report_has_no_verdict_that_cannot_fail():
     assert trained.reason.str.contains("model MSE 0.517 at k=32 vs Bayes-optimal ridge 0.299").all()
     tanh = frame[(frame.experiment == "E2") & frame.setting.str.startswith("f=tanh")]
     assert tanh.verdict.tolist() == ["not supported (at reduced scale)"] * 2
+
+
+@pytest.mark.parametrize("permuted, emulation, verdict", [
+    (0.5, 0.01, "supported"),            # reads w (50x) and below the spread (0.05)
+    (1.0, 0.06, "partly supported"),     # reads w (17x), but its error is above the spread: cannot tell the algorithms apart
+    (0.05, 0.01, "not supported"),       # permuting w costs 5x only: below the 10x that reading w needs
+    (0.0101, 0.0101, "not supported"),   # a model that ignores w (weight-blind numbers): permuted = unablated
+])
+def test_e4_reads_w_and_tells_the_algorithms_apart_or_says_no(permuted, emulation, verdict):
+    am = pd.DataFrame([{"mode": "corrected", "algorithm": "ridge", "emulation_mse_mean": emulation, "target_var_mean": 1.0,
+                        "mse_over_blind": 0.1, "spread_mse_mean": 0.05}])
+    abl = pd.DataFrame([{"mode": "corrected", "algorithm": "ridge", "ablation": a, "mse_mean": m}
+                        for a, m in (("none", emulation), ("permuted", permuted))])
+    at_paper = rep.Scale("paper scale", True)
+    row = rep.e4_reads_row(am, abl, "ridge", at_paper)
+    assert row.verdict == verdict and "rule [E4-reads]" in row.reason
+    assert rep.e4_reads_row(am, abl, "ridge", rep.Scale("reduced", False, "reduced")).verdict == f"{verdict} (at reduced scale)"
+    assert rep.e4_reads_row(am, None, "ridge", at_paper).verdict == "not available"  # no ablation table: never a guess
+    blind = rep.e4_reads_row(am.assign(mse_over_blind=1.0), abl, "ridge", at_paper)
+    assert blind.verdict == "did not learn"
 
 
 def test_e4_with_reference_code_only_is_read_against_its_own_target(tmp_path):

@@ -41,6 +41,9 @@ APPROX_REL = 1e-3
 FLOAT64_FLOOR = 1e-26
 #: two means agree when they differ by at most Z_AGREE combined standard errors.
 Z_AGREE = 2.0
+#: E4 corrected "reads w": scrambling the prompt's weights (a per-prompt permutation of their coordinates, norm
+#: kept) raises the emulator's MSE at least this many times over the unablated prompt's.
+READS_W_RATIO = 10.0
 #: a rate read from a fit needs at least this many settings (through two points a + b/H fits exactly: R^2 = 1).
 MIN_FIT_POINTS = fit.MIN_POINTS
 
@@ -114,6 +117,13 @@ def _rules() -> list[Rule]:
              f"the target's variance explained): supported; <= {PARTLY_REL:g} (>= {1 - PARTLY_REL:.0%}): partly "
              f"supported; above {PARTLY_REL:g}: not supported. The GD-step rows (Corollary 3.1.2): the same thresholds "
              "on ||step error||^2 / ||exact step||^2."),
+        Rule("E4-reads", "supported | partly supported | not supported",
+             "E4's corrected mode (ours: each prompt's own fit, its encoded prediction as the target): the emulator "
+             f"reads the weights in its prompt when permuting their coordinates raises its MSE >= {READS_W_RATIO:g}x "
+             "over the unablated prompt (a model that ignores w scores the same under both), and it tells the three "
+             "algorithms apart when its emulation MSE is below the spread between their predictions (`spread_mse`: "
+             "the mean MSE between this algorithm's test predictions and the other two's). Both: supported; reads w "
+             "only: partly supported; does not read w: not supported."),
         Rule("E5-exact", "supported | partly supported | not supported",
              f"a hand-built module (no training): MSE / target mean square <= {EXACT_REL:g} (float64 level): "
              f"supported; <= {APPROX_REL:g} (approximate at this prompt length): partly supported; above: not supported."),
@@ -664,7 +674,46 @@ def e4_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         r.verdict = "did not learn" if r.learned == "no" else "not comparable: the paper gives no number for E4"
         r.reason = "; ".join([why, *extra, gate_cite(r.verdict)])
         out.append(r)
+    if "corrected" in modes:
+        abl_path = tables / "ames_ablation.csv"
+        abl = _read_csv(abl_path) if abl_path.is_file() else None
+        out += [e4_reads_row(am, abl, algo, scale) for algo in ("linear", "ridge", "lasso")]
     return out
+
+
+def e4_reads_row(am: pd.DataFrame, abl: pd.DataFrame | None, algo: str, scale: Scale) -> Row:
+    """Rule [E4-reads] on one algorithm of the corrected mode: does the emulator read w, and tell the algorithms
+    apart?"""
+    corr = _rec(am[(am["mode"] == "corrected") & (am.algorithm == algo)])
+    r = Row("E4", "Appendix C.2, corrected mode: the emulator reads the weights in its prompt and tells the three "
+            "algorithms apart", algo, paper="qualitative: the emulator follows the algorithm in its prompt",
+            comparable_mode="none: the published code's mode trains every prompt on the log price",
+            corrected_mode="permuted-w MSE / unablated MSE", scale=scale.text)
+    r.learned, why = learned_from_row(corr, mse_col="emulation_mse_mean", var_col="target_var_mean")
+    if r.learned == "no":
+        r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
+        return r
+
+    def mse(ablation):
+        rec = None if abl is None else _rec(abl[(abl["mode"] == "corrected") & (abl.algorithm == algo)
+                                                & (abl.ablation == ablation)])
+        return _f(rec["mse_mean"]) if rec is not None else NAN
+
+    none, permuted = mse("none"), mse("permuted")
+    emu, spread = (_f(corr.get("emulation_mse_mean")), _f(corr.get("spread_mse_mean"))) if corr else (NAN, NAN)
+    if not all(_ok(v) for v in (none, permuted, emu, spread)) or none <= 0 or spread <= 0:
+        r.verdict = "not available"
+        r.reason = (f"needs ames_ablation.csv's none and permuted rows and ames.csv's spread_mse_mean for corrected "
+                    f"{algo}; {cite('not-available')}")
+        return r
+    reads, apart = permuted / none >= READS_W_RATIO, emu < spread
+    r.corrected_mean = permuted / none
+    r.verdict = claim_verdict(reads and apart, reads, scale)
+    r.reason = (f"{why}; permuted w: MSE {permuted:.3g} against {none:.3g} unablated ({permuted / none:.3g}x; reads w: "
+                f"{'yes' if reads else 'no'}, >= {READS_W_RATIO:g}x needed); emulation MSE {emu:.3g} against the spread "
+                f"between the algorithms' predictions {spread:.3g} ({emu / spread:.3g}x; tells them apart: "
+                f"{'yes' if apart else 'no'}, < 1 needed); {cite('E4-reads')}")
+    return r
 
 
 # ------------------------------------------------------------------------------------------- E5
