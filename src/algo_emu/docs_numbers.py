@@ -46,6 +46,7 @@ PAPER = Path("results/reference/paper-scale")
 ENGINE = Path("benchmarks/engine.json")
 ATTENTION_BENCH = Path("benchmarks/attention.json")
 DENORMAL_BENCH = Path("benchmarks/denormals.json")
+MEMBERS_BENCH = Path("benchmarks/members.json")
 PAPER_BENCH = Path("benchmarks/paper_scale.json")
 
 BLOCK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /generated -->", re.S)
@@ -603,6 +604,30 @@ def block_denormals(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def block_members(root: Path) -> str:
+    path = root / MEMBERS_BENCH
+    if not path.is_file():
+        return f"**TODO:** `{MEMBERS_BENCH}` is not committed yet (`python benchmarks/members.py`).\n"
+    b = read_json(path)
+    mults = sorted({int(k) for r in b["rows"].values() for k in r["by_multiple"]})
+    lines = ["| shape | " + " | ".join(f"x{k}: members, ms/step" for k in mults) + " | per-member ratio at "
+             + ", ".join(f"x{k}" for k in mults[1:]) + " |", "|---|" + "---:|" * len(mults) + "---|"]
+    ratios = []
+    for key, r in b["rows"].items():
+        cells = [r["by_multiple"][str(k)] for k in mults]
+        ratios += [c["per_member_ratio"] for c in cells[1:]]
+        lines.append(f"| {key}{' (compiled)' if r['compiled'] else ''} | "
+                     + " | ".join(f"{c['members']}, {_g(c['ms_per_step'])}" for c in cells) + " | "
+                     + ", ".join(_g(c["per_member_ratio"], 2) for c in cells[1:]) + " |")
+    hw = b["environment"].get("hardware", {})
+    lines += ["", f"Per-member ratio = (ms per step at xk / k) / (ms per step at x1), from {_g(min(ratios), 2)} to "
+                  f"{_g(max(ratios), 2)} here; medians of {len(next(iter(b['rows'].values()))['by_multiple'][str(mults[0])]['ms_per_step_samples'])} "
+                  f"interleaved repetitions; {hw.get('cpu_model')}, {hw.get('cpu_count')} logical cores, commit "
+                  f"{str(b['environment'].get('git_commit'))[:10]}; load: {b['load_note']}; made by "
+                  f"`python benchmarks/members.py {' '.join(b['argv'])}`."]
+    return "\n".join(lines) + "\n"
+
+
 def _refset_tables(root: Path) -> Path:
     return root / REF / "tables"
 
@@ -1049,6 +1074,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "speed": block_speed,
     "attention-kernel": block_attention_kernel,
     "denormals": block_denormals,
+    "members": block_members,
     "kernel-by-cpu": block_kernel_by_cpu,
     "ab-commits": block_ab_commits,
     "essay-bar": block_essay_bar,
