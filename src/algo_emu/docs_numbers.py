@@ -612,16 +612,17 @@ def block_members(root: Path) -> str:
     mults = sorted({int(k) for r in b["rows"].values() for k in r["by_multiple"]})
     lines = ["| shape | " + " | ".join(f"x{k}: members, ms/step" for k in mults) + " | per-member ratio at "
              + ", ".join(f"x{k}" for k in mults[1:]) + " |", "|---|" + "---:|" * len(mults) + "---|"]
-    ratios = []
+    ratios, reps = [], set()
     for key, r in b["rows"].items():
         cells = [r["by_multiple"][str(k)] for k in mults]
         ratios += [c["per_member_ratio"] for c in cells[1:]]
+        reps |= {len(c["ms_per_step_samples"]) for c in cells}
         lines.append(f"| {key}{' (compiled)' if r['compiled'] else ''} | "
                      + " | ".join(f"{c['members']}, {_g(c['ms_per_step'])}" for c in cells) + " | "
                      + ", ".join(_g(c["per_member_ratio"], 2) for c in cells[1:]) + " |")
     hw = b["environment"].get("hardware", {})
     lines += ["", f"Per-member ratio = (ms per step at xk / k) / (ms per step at x1), from {_g(min(ratios), 2)} to "
-                  f"{_g(max(ratios), 2)} here; medians of {len(next(iter(b['rows'].values()))['by_multiple'][str(mults[0])]['ms_per_step_samples'])} "
+                  f"{_g(max(ratios), 2)} here; medians of {'/'.join(map(str, sorted(reps)))} "
                   f"interleaved repetitions; {hw.get('cpu_model')}, {hw.get('cpu_count')} logical cores, commit "
                   f"{str(b['environment'].get('git_commit'))[:10]}; load: {b['load_note']}; made by "
                   f"`python benchmarks/members.py {' '.join(b['argv'])}`."]
