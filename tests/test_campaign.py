@@ -395,3 +395,22 @@ def test_page_names_other_code_only_for_changes_outside_results():
         "0123456789ab with uncommitted changes"
     assert built_by({"commit": sha, "dirty": None, "dirty_files": None}) == "0123456789ab"
     assert built_by({"commit": None, "dirty": True, "dirty_files": None}) == "? with uncommitted changes"
+
+
+def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tracks_it(tmp_path):
+    import subprocess
+
+    from algo_emu.campaign_page import STATUS_WORDS, running_words
+
+    resume = tmp_path / "set/campaign/resume/ames__corrected"
+    (resume / "ck").mkdir(parents=True)
+    (resume / "ck/h544.pt").write_bytes(b"x" * 3 * 2 ** 20)
+    (resume / "calls.json").write_text("[]")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    words = running_words(resume, tmp_path)
+    assert words != STATUS_WORDS["running"] and "(3 MB of checkpoints) is not committed" in words
+    subprocess.run([*git, "add", "set/campaign/resume/ames__corrected/calls.json"], cwd=tmp_path, check=True)
+    assert "is not committed" in running_words(resume, tmp_path)  # a part tracked is not the state committed
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    assert running_words(resume, tmp_path) == STATUS_WORDS["running"]

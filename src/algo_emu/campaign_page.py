@@ -55,7 +55,8 @@ DERIVED = {
              "figures/ames_ablation.*"),
     "essay": ("figures/essay_icl.*",),
     "statistical": ("tables/statistical_emulation.*", "tables/statistical_runs.*", "tables/statistical_ablation.*",
-                    "tables/statistical_ablation_runs.*", "figures/statistical_heads.*"),
+                    "tables/statistical_ablation_runs.*", "figures/statistical_heads.*",
+                    "figures/statistical_training.*"),
     "theorem31": ("tables/f_emulation.*", "tables/f_gd_step.*", "tables/f_emulation_ablation.*",
                   "tables/f_emulation_ablation_runs.*", "tables/theorem31_runs.*", "figures/f_emulation.*"),
 }
@@ -107,8 +108,59 @@ def statistical_section(set_dir: Path, done: list, cfg: dict, config_name: str, 
                  str(t / "statistical_ablation_runs.csv"))
     st.figure(str(t / "statistical_emulation.csv"), str(t / "statistical_runs.csv"),
               str(set_dir / "figures/statistical_heads"))
-    return _section("E3", done, left, rep.e3_rows(t, cfg, config_name),
-                    [t / "statistical_emulation.csv", t / "statistical_ablation.csv"], ["statistical_heads"])
+    return (_section("E3", done, left, rep.e3_rows(t, cfg, config_name),
+                     [t / "statistical_emulation.csv", t / "statistical_ablation.csv"], ["statistical_heads"])
+            + training_vs_paper_lines(set_dir, _records(set_dir, done)))
+
+
+def training_vs_paper_lines(set_dir: Path, metrics: list[str]) -> list[str]:
+    """Where the paper's Appendix C.1 values sit on our training curves (the published protocol's H values done),
+    with its figure ``figures/statistical_training``; nothing when no such H is done."""
+    from algo_emu.experiments.statistical_tables import PAPER_ALGORITHMS, paper_on_training_curve
+    from algo_emu.plots.statistical import training_vs_paper_figure
+
+    info = paper_on_training_curve(metrics)
+    if not info:
+        return []
+    training_vs_paper_figure(info, str(set_dir / "figures/statistical_training"))
+    out = ["### The published protocol's MSE against the paper's: where the paper's values sit on our training", "",
+           "Measured, not a verdict. Each training prompt draws lasso, ridge or linear uniformly, and the training "
+           "loss is the paper's metric (MSE against the noisy y) on that mixture, so the equal-weight mean of the "
+           "paper's three values at H is a level of our training loss. The epoch at which our seeds' mean training "
+           "loss first reaches it says how far along our training the paper's model sits. An epoch's training loss "
+           "is the mean over its batches while the model still improves, so that epoch is at most where the "
+           "end-of-epoch model reaches the level.", ""]
+    for d in info:
+        paper = ", ".join(f"{a} {d['paper'][a]:.4g}" for a in PAPER_ALGORITHMS)
+        share = ", ".join(f"{a} {100 * d['share'][a]:.1f} %" for a in PAPER_ALGORITHMS)
+        seeds = [c for c in d["seed_cross"] if c is not None]
+        reach = (f"our {len(d['seeds'])} seeds' mean training loss reaches it at epoch {d['cross_epoch']} of "
+                 f"{d['epochs']} (each seed: epochs {min(seeds)}-{max(seeds)}"
+                 + (f"; {len(d['seeds']) - len(seeds)} seed(s) never" if len(seeds) < len(d["seeds"]) else "") + ")"
+                 if d["cross_epoch"] else f"our {len(d['seeds'])} seeds' mean training loss never reaches it in "
+                 f"{d['epochs']} epochs")
+        above = "; ".join(f"{a}: {d['n_at_or_above'][a]} of {len(d['seeds'])} (our largest {d['ours_max'][a]:.3g}, "
+                          f"mean {d['ours_mean'][a]:.3g})" for a in PAPER_ALGORITHMS)
+        none = [a for a in PAPER_ALGORITHMS if d["n_at_or_above"][a] == 0]
+        ratio = {a: d["ours_mean"][a] / d["ours_mean"]["linear"] for a in ("lasso", "ridge")}
+        pratio = {a: d["paper"][a] / d["paper"]["linear"] for a in ("lasso", "ridge")}
+        out += [f"- H = {d['heads']}: the paper's {paper} average to {d['level']:.3g} (training prompts here: {share}); "
+                f"{reach}, and ends at {d['final_train']:.3g}. Held out at the end, our equal-weight mean of the three "
+                f"algorithms' test MSE is {d['heldout_mixed']:.3g} ({d['heldout_mixed'] / d['final_train']:.3g}x the "
+                f"final training loss).",
+                f"  - Seeds whose test MSE is at or above the paper's: {above}."
+                + (f" For {' and '.join(none)}, not one seed of ours is as high as the paper's value: the seed-to-seed "
+                   "spread of our training does not reach it (the paper's ± is test-set resampling of one model)."
+                   if none else ""),
+                f"  - The profile across algorithms differs too: relative to linear, the paper's lasso is "
+                f"{pratio['lasso']:.2f} and its ridge {pratio['ridge']:.2f}; ours {ratio['lasso']:.2f} and "
+                f"{ratio['ridge']:.2f}."]
+    out += ["", "Reading: where our mean curve reaches the paper's level well before the end, the paper's numbers are "
+            "consistent with a model trained less far (or less well) than ours under the same budget; that is not "
+            "shown, since it would take the paper's own model or training log. Whether a less-trained model of ours "
+            "also has the paper's profile across algorithms is not tested: no per-epoch evaluation is kept.", "",
+            "![E3: our training loss against the paper's level](figures/statistical_training.png)", ""]
+    return out
 
 
 def theorem31_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list[str]:
@@ -240,6 +292,20 @@ def _unpin_config_path(readme: Path, wt: Path, config: str) -> None:
 
 
 
+def running_words(resume: Path, root: Path) -> str:
+    """A running setting's status, true of the repository: its resume state committed, or (untracked: too large
+    to commit) kept on the machine that trains it."""
+    import subprocess
+
+    files = [f for f in resume.rglob("*") if f.is_file()]
+    tracked = subprocess.run(["git", "ls-files", "--", str(resume)], cwd=root, capture_output=True, text=True).stdout
+    if tracked.strip() and all(str(f.relative_to(root)) in tracked.split("\n") for f in files):
+        return STATUS_WORDS["running"]
+    mb = sum(f.stat().st_size for f in files) / 2 ** 20
+    return (f"started; its resume state ({mb:.0f} MB of checkpoints) is not committed: `make campaign` on the machine "
+            "that trains it resumes it, anywhere else the setting starts over")
+
+
 def built_by(git: dict) -> str:
     """The commit that built a page, as the page names it: ``<commit> with uncommitted changes`` only when tracked
     files outside ``results/`` differ from it. A committed set's own files (its page, tables, a resume state being
@@ -301,6 +367,8 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
             word = "its earlier records differ from the pinned commit's (replay below): moved to pre-campaign/"
         elif st == "todo" and all((set_dir / cp.PRE / s.set_path(r)).is_file() for r in s.records):
             word = "earlier records kept in pre-campaign/, replayed by the next run before any training"
+        elif st == "running":
+            word = running_words(set_dir / cp.RESUME_DIR / cp._resume_name(s), root)
         table.append(f"| {i} | `{s.name}` | {st}: {word} | {when} | {commit[:12]} | {s.why} |")
     n_done = sum(st in ("done", "adopted") for _, st, _, _ in rows)
     # the same settings left, priced by the benchmark of every machine it was made on (the hours are per machine)

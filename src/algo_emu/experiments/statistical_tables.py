@@ -122,3 +122,61 @@ def ablation_figure(table: str, runs_csv: str, out: str) -> None:
 
     pa.ablation_figure(table, runs_csv, out, panel=["mode", "algorithm"], hue="heads",
                        title="Appendix C.1: frozen model with the weights in its prompt ablated")
+
+
+#: The paper's algorithms in the published protocol (each prompt's algorithm drawn uniformly among them).
+PAPER_ALGORITHMS = ("lasso", "ridge", "linear")
+
+
+def paper_on_training_curve(paths: list[str]) -> list[dict]:
+    """Where the paper's Appendix C.1 values sit on our training curves, per H of the published protocol.
+
+    Each training prompt of ``reference_code`` draws its algorithm uniformly from lasso, ridge and linear, and
+    its training loss is the paper's metric (MSE against the noisy y) on that mixture. So the equal-weight mean of
+    the paper's three values at H is a level of that loss, and the first epoch at which our seeds' mean training
+    loss falls to it says how far along our training the paper's model sits. An epoch's training loss is the mean
+    over its batches while the model still improves, so it overstates the end-of-epoch model's loss: the epoch
+    found is at most where a held-out curve would cross. Per H: the level, the crossing epoch of the mean curve
+    and of each seed (``None``: never), our final training loss, our held-out mixed MSE at the end (the same
+    equal-weight mean of the three algorithms' test MSE), the algorithms' share of the training prompts, and per
+    algorithm the largest seed's test MSE and how many seeds are at or above the paper's value.
+    """
+    import numpy as np
+
+    by_h: dict[int, list[dict]] = {}
+    for path in paths:
+        r = read_json(path)
+        if r.get("mode") != "reference_code":
+            continue
+        if not r.get("train_history"):
+            raise ValueError(f"{path}: no train_history")
+        by_h.setdefault(int(r["setting"]["heads"]), []).append(r)
+    out = []
+    for H, recs in sorted(by_h.items()):
+        paper = {a: paper_value("reference_code", a, H)[0] for a in PAPER_ALGORITHMS}
+        if any(pd.isna(v) for v in paper.values()):
+            continue
+        recs = sorted(recs, key=lambda r: r["seed"])
+        lengths = {len(r["train_history"]) for r in recs}
+        if len(lengths) != 1:
+            raise ValueError(f"reference_code H={H}: seeds trained for different epochs {sorted(lengths)}")
+        curves = np.array([r["train_history"] for r in recs], dtype=float)
+        level = float(np.mean(list(paper.values())))
+
+        def first(curve) -> int | None:
+            below = np.flatnonzero(curve <= level)
+            return int(below[0]) + 1 if below.size else None
+
+        counts = pd.DataFrame([r["algorithm_counts"] for r in recs]).sum()
+        mse = pd.DataFrame([{a: r["mse"][a] for a in PAPER_ALGORITHMS} for r in recs])
+        out.append({
+            "heads": H, "seeds": [int(r["seed"]) for r in recs], "epochs": curves.shape[1], "paper": paper,
+            "level": level, "mean_curve": curves.mean(axis=0).tolist(), "seed_curves": curves.tolist(),
+            "cross_epoch": first(curves.mean(axis=0)), "seed_cross": [first(c) for c in curves],
+            "final_train": float(curves[:, -1].mean()), "heldout_mixed": float(mse.mean(axis=1).mean()),
+            "share": {a: float(counts.get(a, 0) / counts.sum()) for a in PAPER_ALGORITHMS},
+            "ours_mean": {a: float(mse[a].mean()) for a in PAPER_ALGORITHMS},
+            "ours_max": {a: float(mse[a].max()) for a in PAPER_ALGORITHMS},
+            "n_at_or_above": {a: int((mse[a] >= paper[a]).sum()) for a in PAPER_ALGORITHMS},
+        })
+    return out
