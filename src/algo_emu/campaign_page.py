@@ -67,15 +67,19 @@ def _records(set_dir: Path, done: list, part: str = "") -> list[str]:
     return [str(set_dir / s.set_path(r)) for s in done for r in s.records if part in r]
 
 
-def _section(title: str, done: list, left: list[str], rows: list, tables: list[Path], figures: list[str]) -> list[str]:
-    """An experiment's section: what is done and left, the report's rows for it, its tables and figures."""
+def _section(title: str, done: list, left: list[str], rows: list, tables: list[Path], figures: list[str],
+             rows_out: list | None = None) -> list[str]:
+    """An experiment's section: what is done and left, the report's rows for it, its tables and figures (its rows,
+    as the page prints them, appended to ``rows_out``)."""
     from algo_emu.report import replication as rep
 
     for r in rows:
         if r.verdict in ("not run at this scale", "not available"):  # tables hold the done settings only
-            r.verdict, r.reason = "missing from this set", "not yet made at the pinned commit (`make campaign` runs it)"
+            r.verdict, r.reason = MISSING, "not yet made at the pinned commit (`make campaign` runs it)"
         elif left:
             r.reason = f"{r.reason}; from the settings done only ({len(left)} of this experiment's not done yet)"
+    if rows_out is not None:
+        rows_out += rows
     out = [f"## {title} from the settings done", "",
            f"Done: {', '.join(f'`{s.name}`' for s in done)}" + (f"; not done yet: {', '.join(left)}" if left else "")
            + ". Each setting's models and their weight-blind baselines were trained by the pinned commit's own jobs; "
@@ -87,7 +91,8 @@ def _section(title: str, done: list, left: list[str], rows: list, tables: list[P
     return out + ["### Figures", "", *[f"![{f}](figures/{f}.png)\n" for f in figures]]
 
 
-def statistical_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list[str]:
+def statistical_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str],
+                        rows_out: list | None = None) -> list[str]:
     """E3 from its done (mode, H) settings: ``statistical aggregate``'s tables and figure, the report's E3 rows."""
     from algo_emu.experiments import statistical as st
     from algo_emu.report import replication as rep
@@ -109,7 +114,7 @@ def statistical_section(set_dir: Path, done: list, cfg: dict, config_name: str, 
     st.figure(str(t / "statistical_emulation.csv"), str(t / "statistical_runs.csv"),
               str(set_dir / "figures/statistical_heads"))
     return (_section("E3", done, left, rep.e3_rows(t, cfg, config_name),
-                     [t / "statistical_emulation.csv", t / "statistical_ablation.csv"], ["statistical_heads"])
+                     [t / "statistical_emulation.csv", t / "statistical_ablation.csv"], ["statistical_heads"], rows_out)
             + training_vs_paper_lines(set_dir, _records(set_dir, done)))
 
 
@@ -163,7 +168,8 @@ def training_vs_paper_lines(set_dir: Path, metrics: list[str]) -> list[str]:
     return out
 
 
-def theorem31_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list[str]:
+def theorem31_section(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str],
+                      rows_out: list | None = None) -> list[str]:
     """E2 from its done prompt lengths: ``theorem31 aggregate``'s tables and figure, the report's E2 rows."""
     from algo_emu.experiments import theorem31 as t31
     from algo_emu.report import replication as rep
@@ -176,8 +182,16 @@ def theorem31_section(set_dir: Path, done: list, cfg: dict, config_name: str, le
     t31.figure(str(t / "f_emulation.csv"), str(t / "f_gd_step.csv"), str(t / "theorem31_runs.csv"),
                str(set_dir / "figures/f_emulation"))
     return _section("E2", done, left, rep.e2_rows(t, cfg, config_name),
-                    [t / "f_emulation.csv", t / "f_gd_step.csv", t / "f_emulation_ablation.csv"], ["f_emulation"])
+                    [t / "f_emulation.csv", t / "f_gd_step.csv", t / "f_emulation_ablation.csv"], ["f_emulation"],
+                    rows_out)
 
+
+
+#: Every row of the sections above as the page prints them (E2-E4 and the essay; E1's are in its own tables):
+#: what the README's summary counts.
+VERDICTS = "tables/campaign_verdicts.csv"
+#: A row whose setting the set does not hold yet.
+MISSING = "missing from this set"
 
 
 def _drop(set_dir: Path, patterns) -> None:
@@ -195,7 +209,7 @@ def _fresh(set_dir: Path, experiment: str) -> tuple[Path, Path]:
     return tables, figures
 
 
-def ames_section(set_dir: Path, done: list, cfg: dict, config_name: str) -> list[str]:
+def ames_section(set_dir: Path, done: list, cfg: dict, config_name: str, rows_out: list | None = None) -> list[str]:
     """E4 from its done modes: ``ames aggregate``'s tables, ``ames figure``'s figures (where every done mode's
     predictions are in the set), and the replication report's E4 rows; a mode not done yet is named."""
     from algo_emu.experiments import ames
@@ -212,6 +226,8 @@ def ames_section(set_dir: Path, done: list, cfg: dict, config_name: str) -> list
     for r in rows:
         if left:
             r.reason = f"{r.reason}; from mode(s) {', '.join(modes)} only: {', '.join(left)} not done yet"
+    if rows_out is not None:
+        rows_out += rows
     out = ["## E4 from the settings done", "",
            f"Modes done: {', '.join(modes)}" + (f"; not done yet: {', '.join(left)}" if left else "") + ". "
            "Each mode's emulators and their weight-blind baselines (same budget, the prompt's weights blanked) were "
@@ -230,7 +246,7 @@ def ames_section(set_dir: Path, done: list, cfg: dict, config_name: str) -> list
     return out
 
 
-def essay_section(set_dir: Path, cfg: dict, config_name: str) -> list[str]:
+def essay_section(set_dir: Path, cfg: dict, config_name: str, rows_out: list | None = None) -> list[str]:
     """E6 from its done setting: the claims table its pinned commit's ``essay claims`` wrote, gated by the
     checkout's replication rules (a claim counts only where the main model is within 10 % of the Bayes-optimal
     ridge at the longest context), with its learning check and figures."""
@@ -249,6 +265,8 @@ def essay_section(set_dir: Path, cfg: dict, config_name: str) -> list[str]:
                 "that made the records).", ""]
     check = ec.learning_check(pd.read_csv(curves))
     rows = rep.essay_rows(claims, cfg)
+    if rows_out is not None:
+        rows_out += rows
     pe.plot_icl(pd.read_csv(curves), cfg["essay"], figures / "essay_icl")
     e = cfg["essay"]
     return ["## E6 (the essay) from the setting done", "",
@@ -272,17 +290,24 @@ def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> li
             (done.setdefault(s.experiment, []).append(s) if st in ("done", "adopted")
              else left.setdefault(s.experiment, []).append(s.name))
     out: list[str] = []
+    verdicts: list = []
     for exp in DERIVED:
         if exp not in done:
             _drop(set_dir, DERIVED[exp])
+    _drop(set_dir, (VERDICTS,))
     for exp, settings_done in done.items():
         if exp == "essay":
-            out += essay_section(set_dir, cfg, config_name)
+            out += essay_section(set_dir, cfg, config_name, verdicts)
         elif exp == "ames":
-            out += ames_section(set_dir, settings_done, cfg, config_name)
+            out += ames_section(set_dir, settings_done, cfg, config_name, verdicts)
         else:
             section = statistical_section if exp == "statistical" else theorem31_section
-            out += section(set_dir, settings_done, cfg, config_name, left.get(exp, []))
+            out += section(set_dir, settings_done, cfg, config_name, left.get(exp, []), verdicts)
+    if verdicts:
+        from algo_emu.io import write_csv
+        from algo_emu.report import replication as rep
+
+        write_csv(set_dir / VERDICTS, rep.rows_frame(verdicts))
     return out
 
 

@@ -198,6 +198,7 @@ def block_summary(root: Path) -> str:
         else:
             lines.append(f"| {H} | {m} ± {s} | {_g(r.comparable_mean)} [{_g(r.comparable_ci_low)}, "
                          f"{_g(r.comparable_ci_high)}] | {r.verdict} |")
+    lines += paper_other_lines(root, order)
     lines += ["", "**Missing at the paper's scale** (settings of `config/config.yaml` not yet made at the campaign's "
               "commit; `make campaign` runs them in priority order):", ""]
     by_exp: dict[str, list[str]] = {}
@@ -215,6 +216,36 @@ def block_summary(root: Path) -> str:
                  "DAG); its verdicts count only from a trained model within 10 % of the Bayes-optimal error; before the "
                  f"campaign: {essay_bar_summary(root)}.")
     return "\n".join(lines) + "\n"
+
+
+def paper_other_lines(root: Path, order: list[str]) -> list[str]:
+    """E2-E4 and the essay at the paper's scale: the campaign page's own verdict rows (``campaign_page.VERDICTS``),
+    counted per experiment, and each row with a paper number beside ours; nothing while the set has none."""
+    from algo_emu.campaign_page import MISSING, VERDICTS
+
+    path = root / PAPER / VERDICTS
+    if not path.is_file():
+        return []
+    rows = pd.read_csv(path)
+    rows["short"] = rows.verdict.map(_short_verdict)
+    made = rows[rows.verdict != MISSING]
+    lines = ["", "**E2-E4 and the essay at the paper's scale**, from the campaign's settings done (its page's verdict "
+             f"rows, `{PAPER.as_posix()}/{VERDICTS}`; a row whose setting is not made yet is not counted):", "",
+             "| experiment | rows made | verdicts |", "|---|---:|---|"]
+    for exp, g in made.groupby("experiment", sort=True):
+        counts = g.short.value_counts()
+        keys = [k for k in order if k in counts] + sorted(k for k in counts.index if k not in order)
+        lines.append(f"| {exp} | {len(g)} | " + ", ".join(f"{k} {counts[k]}" for k in keys) + " |")
+    paired = made[made.paper_mean.notna() & made.comparable_mean.notna()]
+    if not paired.empty:
+        lines += ["", "Each of those rows with a number in the paper, beside ours made the same way:", "",
+                  "| experiment | claim | setting | paper | ours (mean [95 % CI]) | verdict |", "|---|---|---|---|---|---|"]
+        for r in paired.itertuples():
+            ci = (f" [{_g(r.comparable_ci_low)}, {_g(r.comparable_ci_high)}]"
+                  if pd.notna(r.comparable_ci_low) and pd.notna(r.comparable_ci_high) else "")
+            lines.append(f"| {r.experiment} | {r.claim} | {r.setting} | {_g(r.paper_mean)} ± {_g(r.paper_std)} | "
+                         f"{_g(r.comparable_mean)}{ci} | {r.verdict} |")
+    return lines
 
 
 ESSAY_BAR = Path("benchmarks/essay_bar.json")
