@@ -342,6 +342,10 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
     rows = [(ames, "done", {}, None), (cp.ames_setting("corrected", seeds), "todo", {}, None), (essay, "done", {}, None)]
 
     text = "\n".join(page.other_sections(d, rows, cfg, "reference.yaml"))
+    # the page's verdict rows, as printed, for the README's summary: the done experiments' only
+    verdicts = pd.read_csv(d / page.VERDICTS)
+    assert set(verdicts.experiment) == {"E4", "E6 (essay)"}
+    assert (verdicts.experiment == "E4").sum() == text.count("| Appendix C.2") == 3
     # E4: the workflow's own aggregation of the done mode only, its figures, and the report's E4 rows
     table = pd.read_csv(d / "tables/ames.csv")
     assert set(table["mode"]) == {"reference_code"} and set(table.algorithm) == {"linear", "ridge", "lasso"}
@@ -381,6 +385,7 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
 
     # an experiment with no done setting left keeps no derived table or figure
     assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x") == []
+    assert not (d / page.VERDICTS).exists()
     assert not list(d.glob("tables/ames*")) and not list(d.glob("figures/ames*")) and not list(d.glob("figures/essay*"))
     assert not list(d.glob("tables/statistical*")) and not list(d.glob("tables/f_*")) and not list(d.glob("figures/f_*"))
 

@@ -276,3 +276,29 @@ def test_cost_check_reads_every_training_job_a_record_reports():
     assert _train_blocks(flat) == [flat["timing"]]
     assert _train_blocks(e3) == [e3["timing"]["train"], e3["blind"]["train_timing"]]
     assert _train_blocks({"timing": {"eval_seconds": 1.0}}) == []
+
+
+def test_paper_scale_summary_counts_made_rows_only_and_sets_paper_numbers_beside_ours(tmp_path):
+    import pandas as pd
+
+    from algo_emu.campaign_page import MISSING, VERDICTS
+
+    assert dn.paper_other_lines(tmp_path, []) == []  # no verdict rows committed: nothing claimed
+    nan = float("nan")
+    rows = pd.DataFrame([
+        {"experiment": "E3", "claim": "c", "setting": "lasso, H=6", "paper_mean": 0.0948, "paper_std": 0.028,
+         "comparable_mean": 0.0536, "comparable_ci_low": 0.0461, "comparable_ci_high": 0.0623,
+         "verdict": "inconsistent (ours lower)"},
+        {"experiment": "E3", "claim": "c", "setting": "lasso, H=1", "paper_mean": 0.1286, "paper_std": 0.0368,
+         "comparable_mean": nan, "comparable_ci_low": nan, "comparable_ci_high": nan, "verdict": MISSING},
+        {"experiment": "E6 (essay)", "claim": "d", "setting": "", "paper_mean": nan, "paper_std": nan,
+         "comparable_mean": 0.25, "comparable_ci_low": 0.18, "comparable_ci_high": 0.33,
+         "verdict": "not supported: rule [essay]"}])
+    path = tmp_path / dn.PAPER / VERDICTS
+    path.parent.mkdir(parents=True)
+    rows.to_csv(path, index=False)
+    text = "\n".join(dn.paper_other_lines(tmp_path, ["inconsistent (ours lower)", "not supported"]))
+    assert "| E3 | 1 | inconsistent (ours lower) 1 |" in text  # the missing H = 1 row is not counted
+    assert "| E6 (essay) | 1 | not supported 1 |" in text
+    assert "| E3 | c | lasso, H=6 | 0.0948 ± 0.028 | 0.0536 [0.0461, 0.0623] | inconsistent (ours lower) |" in text
+    assert "H=1" not in text and "| E6 (essay) | d |" not in text  # no paper number: not in the paired table

@@ -238,12 +238,13 @@ def paper_other_lines(root: Path, order: list[str]) -> list[str]:
         lines.append(f"| {exp} | {len(g)} | " + ", ".join(f"{k} {counts[k]}" for k in keys) + " |")
     paired = made[made.paper_mean.notna() & made.comparable_mean.notna()]
     if not paired.empty:
-        lines += ["", "Each of those rows with a number in the paper, beside ours made the same way:", "",
+        lines += ["", "Each of those rows with a number in the paper, beside ours made the same way (where they differ, "
+                  "the campaign's page says what was measured about why):", "",
                   "| experiment | claim | setting | paper | ours (mean [95 % CI]) | verdict |", "|---|---|---|---|---|---|"]
         for r in paired.itertuples():
             ci = (f" [{_g(r.comparable_ci_low)}, {_g(r.comparable_ci_high)}]"
                   if pd.notna(r.comparable_ci_low) and pd.notna(r.comparable_ci_high) else "")
-            lines.append(f"| {r.experiment} | {r.claim} | {r.setting} | {_g(r.paper_mean)} ± {_g(r.paper_std)} | "
+            lines.append(f"| {r.experiment} | {r.claim} | {r.setting} | {r.paper_mean:g} ± {r.paper_std:g} | "
                          f"{_g(r.comparable_mean)}{ci} | {r.verdict} |")
     return lines
 
