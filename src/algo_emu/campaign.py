@@ -19,8 +19,10 @@ page are rebuilt and its manifest (``manifest.json``: commit, code digest, confi
 wall time per setting, sha256 of every file) is written anew.
 
 Surviving an interruption. While a setting trains, its checkpoint (weights, optimiser state, epoch,
-history: a few MB) is copied into ``<dir>/campaign/resume/`` every few minutes; committing the set
-then carries the unfinished setting over. On the next ``run`` (any machine) the checkpoint is put
+history: a few MB for E1-E3) is copied into ``<dir>/campaign/resume/`` every few minutes; committing
+the set then carries the unfinished setting over. E4's (tens of MB per hidden-width group) are too large to
+commit: they carry a setting over only on the machine that trains it, and the page says which it is
+(:func:`algo_emu.campaign_page.running_words`). On the next ``run`` (any machine) the checkpoint is put
 back where the pinned commit's rule looks for it, and training resumes from its epoch (the engine
 resumes only a checkpoint of the same config and code). The resume file is deleted when its
 setting finishes.
