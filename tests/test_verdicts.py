@@ -320,6 +320,11 @@ def test_e4_reads_w_and_tells_the_algorithms_apart_or_says_no(permuted, emulatio
     assert rep.e4_reads_row(am, None, "ridge", at_paper).verdict == "not available"  # no ablation table: never a guess
     blind = rep.e4_reads_row(am.assign(mse_over_blind=1.0), abl, "ridge", at_paper)
     assert blind.verdict == "did not learn"
+    # the gate decides the verdict, but the two measurements are still stated, with their own yes/no
+    ratio = f"({permuted / emulation:.3g}x; reads w: {'yes' if permuted / emulation >= 10 else 'no'}"
+    assert f"measured anyway: permuted w: MSE {permuted:.3g} against {emulation:.3g} unablated {ratio}" in blind.reason
+    assert f"tells them apart: {'yes' if emulation < 0.05 else 'no'}" in blind.reason
+    assert "measured anyway" not in rep.e4_reads_row(am.assign(mse_over_blind=1.0), None, "ridge", at_paper).reason
 
 
 def test_e4_with_reference_code_only_is_read_against_its_own_target(tmp_path):
