@@ -302,3 +302,30 @@ def test_paper_scale_summary_counts_made_rows_only_and_sets_paper_numbers_beside
     assert "| E6 (essay) | 1 | not supported 1 |" in text
     assert "| E3 | c | lasso, H=6 | 0.0948 ± 0.028 | 0.0536 [0.0461, 0.0623] | inconsistent (ours lower) |" in text
     assert "H=1" not in text and "| E6 (essay) | d |" not in text  # no paper number: not in the paired table
+
+
+def test_ames_paper_block_reads_the_paper_scale_set_and_waits_for_every_mode(tmp_path):
+    """docs/ames.md's paper-scale block: each corrected row's per-seed count and coefficient range come from the
+    paper-scale set's own files; with one mode only, it claims nothing."""
+    import json
+    import shutil
+
+    import pandas as pd
+
+    text = dn.block_ames_results_paper(REPO_ROOT)
+    runs = pd.read_csv(REPO_ROOT / dn.PAPER / "tables" / "ames_runs.csv")
+    for alg in ("linear", "ridge", "lasso"):
+        per = runs[(runs["mode"] == "corrected") & (runs.algorithm == alg)]
+        line = next(x for x in text.splitlines() if x.startswith(f"| {alg} |"))
+        assert f"| {int((per.mse_over_blind < 1).sum())}/{len(per)} |" in line
+    fits = [json.loads(f.read_text())["algorithms"]
+            for f in sorted((REPO_ROOT / dn.PAPER / "ames" / "corrected").glob("seed*/fits.json"))]
+    assert len(fits) == runs.seed.nunique() == 10
+    lo, hi = min(f["linear"]["max_abs_coef"] for f in fits), max(f["linear"]["max_abs_coef"] for f in fits)
+    assert f"linear {dn._range([lo, hi], 2)};" in text
+    # one mode only: no table, a sentence that says why
+    shutil.copytree(REPO_ROOT / "config", tmp_path / "config")
+    (tmp_path / dn.PAPER / "tables").mkdir(parents=True)
+    runs[runs["mode"] == "reference_code"].to_csv(tmp_path / dn.PAPER / "tables" / "ames_runs.csv", index=False)
+    partial = dn.block_ames_results_paper(tmp_path)
+    assert "mode(s) reference_code only" in partial and "|" not in partial

@@ -1040,10 +1040,9 @@ def block_statistical_results(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def block_ames_results(root: Path) -> str:
-    """E4 as the committed reference set measured it (``ames.csv``, ``ames_runs.csv``, ``ames_ablation.csv``)."""
-    t = _refset_tables(root)
-    c = _config(root, "config/reference.yaml")["ames"]
+def _ames_results(t: Path, intro: str) -> list[str]:
+    """E4's two modes as one committed set measured them (``ames.csv``, ``ames_runs.csv``, ``ames_ablation.csv``
+    in ``t``), under ``intro``; the same rows for every set."""
     a = pd.read_csv(t / "ames.csv")
     runs = pd.read_csv(t / "ames_runs.csv")
     ab = pd.read_csv(t / "ames_ablation.csv")
@@ -1052,11 +1051,7 @@ def block_ames_results(root: Path) -> str:
         g = ab[(ab["mode"] == mode) & (ab.algorithm == alg) & (ab.ablation == name)]
         return float(g.mse_over_blind.iloc[0]) if len(g) else float("nan")
 
-    n_seeds = int(a.n_seeds.max())
-    lines = [f"Committed reference set (`config/reference.yaml`: packaged data, h = {c['hidden']}, p = "
-             f"{c['total_tokens']}, H = {c['heads']}, {c['epochs']} epochs, batch {c['batch_size']}, the default "
-             f"pool, {n_seeds} seeds; `results/reference/reference-scale/tables/ames.csv`, `ames_runs.csv`, "
-             "`ames_ablation.csv`). Not the paper's scale (h about 550, p = 100, 300 epochs).", "",
+    lines = [intro, "",
              "**corrected**: MSE against the prompt's own target `x.w + b`, mean ± sample std over seeds; spread: "
              "what ignoring `w` costs at best within the set; ratio: emulator / weight-blind baseline (ratio of "
              "the means); the ablations as MSE / the baseline's (`other_*`: `other_algorithm` for the algorithm "
@@ -1094,9 +1089,44 @@ def block_ames_results(root: Path) -> str:
                      f"{_g(per.algorithm_sklearn_mse.mean(), 2)} | {alpha} | {_g(r.n_nonzero_coef_mean, 3)} of "
                      f"{_range(per.n_features, 3)} | {int(per.all_coef_zero.astype(bool).sum())}/{len(per)} seeds | "
                      f"{_g(r.mse_over_blind, 3)} |")
+    return lines
+
+
+def block_ames_results(root: Path) -> str:
+    """E4 as the committed reference set measured it."""
+    c = _config(root, "config/reference.yaml")["ames"]
+    n_seeds = int(pd.read_csv(_refset_tables(root) / "ames.csv").n_seeds.max())
+    lines = _ames_results(_refset_tables(root), (
+        f"Committed reference set (`config/reference.yaml`: packaged data, h = {c['hidden']}, p = "
+        f"{c['total_tokens']}, H = {c['heads']}, {c['epochs']} epochs, batch {c['batch_size']}, the default "
+        f"pool, {n_seeds} seeds; `results/reference/reference-scale/tables/ames.csv`, `ames_runs.csv`, "
+        "`ames_ablation.csv`). Not the paper's scale (h about 550, p = 100, 300 epochs)."))
     lines += ["", f"Fall of the train loss over the last fifth of training (`late_drop`, "
                   f"`learning_curves_summary.csv`): {_late_drops(root, 'E4')}.",
               "", f"Job wall times of that run (its `manifest.json`, shared 2-core machine): {_job_walls(root, 'ames_')}."]
+    return "\n".join(lines) + "\n"
+
+
+def block_ames_results_paper(root: Path) -> str:
+    """E4 as the committed paper-scale set measured it (both modes, made by the campaign at its pinned commit)."""
+    t = root / PAPER / "tables"
+    c = _config(root, "config/config.yaml")["ames"]
+    runs = pd.read_csv(t / "ames_runs.csv")
+    if set(runs["mode"]) != set(c["modes"]):
+        return (f"The paper-scale set has E4 in mode(s) {', '.join(sorted(set(runs['mode'])))} only; this block "
+                f"is made once every mode of `config/config.yaml` ({', '.join(c['modes'])}) is in it.\n")
+    hidden = ", ".join(str(h) for h in sorted(runs.hidden.unique()))
+    lines = _ames_results(t, (
+        f"Committed paper-scale set (`config/config.yaml`: data {runs.data_provenance.iloc[0].split(',')[0]}, "
+        f"h = {hidden} (auto: set by each seed's feature count), p = {c['total_tokens']}, H = {c['heads']}, "
+        f"{_range(runs.epochs, 3)} epochs, batch {c['batch_size']}, the default pool, {runs.seed.nunique()} seeds; "
+        "`results/reference/paper-scale/tables/ames.csv`, `ames_runs.csv`, `ames_ablation.csv`; its verdicts "
+        "and training time on the campaign's page, `results/reference/paper-scale/README.md`)."))
+    fits = [read_json(f)["algorithms"] for f in sorted((root / PAPER / "ames" / "corrected").glob("seed*/fits.json"))]
+    lines += ["", f"Largest |coefficient| of each corrected-mode fit (each seed's `fits.json`, `max_abs_coef`; range "
+                  f"over {len(fits)} seeds): " + "; ".join(
+                      f"{alg} {_range([f[alg]['max_abs_coef'] for f in fits], 2)}" for alg in ("linear", "ridge", "lasso"))
+              + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -1124,6 +1154,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "theorem31-results": block_theorem31_results,
     "statistical-results": block_statistical_results,
     "ames-results": block_ames_results,
+    "ames-results-paper": block_ames_results_paper,
 }
 
 
