@@ -255,6 +255,10 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     calls = state["settings"]["heads/published/H2_p8"]["calls"]
     assert [c["resumed_from"] for c in calls] == [{}, {"results/heads/checkpoints/published_H2_p8.pt": 1}]
     assert all(c["hardware"]["cpu_count"] >= 1 for c in calls) and "carried over between machines" not in page
+    # and what shared the machine with it, measured while it ran (the failed call's too): Snakemake and the
+    # training job used CPU; the page lists each call's load
+    assert all(c["load"]["sampled_s"] > 0 and c["load"]["job_cpu_s"] > 0 and c["load"]["cores"] >= 1 for c in calls)
+    assert "What shared the machine with each call" in page and "- `heads/published/H2_p8`, the call from" in page
     # as if killed on another machine (its CPU's identity differs; a name alone would not tell two machines apart)
     calls[0]["hardware"] = dict(calls[0]["hardware"], cpu_model="another CPU", cpu_id="GenuineIntel family 6 model 143")
     cp.save_state(set_dir, state)

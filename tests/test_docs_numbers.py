@@ -237,7 +237,15 @@ def test_paper_scale_cost_check_needs_a_benchmark_on_the_settings_cpu_and_times_
     bench["environment"]["hardware"] = zen5  # a benchmark made on that CPU checks it
     (root / "benchmarks/paper_scale_amd.json").write_text(json.dumps(bench))
     row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
-    assert "within 25% (`paper_scale_amd.json`)" in row
+    assert "within 25% (`paper_scale_amd.json`)" in row and "that call" not in row  # no load measured: none claimed
+    # the load measured while that call ran is read beside the check
+    state["settings"]["heads/published/H1_p20"]["calls"][-1]["load"] = {
+        "every_s": 30.0, "cores": 2, "sampled_s": 1200.0, "job_cpu_s": 1800.0, "others_cpu_s": 480.0,
+        "job_share": 0.75, "others_share": 0.2, "stalled_s": 300.0, "stalls": [["2026-12-04T01:00:00+00:00", 300.0]]}
+    state_path.write_text(json.dumps(state))
+    row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert ("within 25% (`paper_scale_amd.json`); that call: job 75% of 2 cores, others 20%, stalled 5 min in 1 "
+            "stretch(es) |") in row
 
 
 def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):

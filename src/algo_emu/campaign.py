@@ -25,7 +25,10 @@ commit: they carry a setting over only on the machine that trains it, and the pa
 (:func:`algo_emu.campaign_page.running_words`). On the next ``run`` (any machine) the checkpoint is put
 back where the pinned commit's rule looks for it, and training resumes from its epoch (the engine
 resumes only a checkpoint of the same config and code). The resume file is deleted when its
-setting finishes.
+setting finishes. Each call that trains a setting is recorded beside the resume state (``calls.json``):
+its machine, the epochs it resumed from, and what shared the machine with it while it ran
+(:class:`algo_emu.load.LoadMonitor`: the job's CPU, everyone else's, the stretches it was paused or starved),
+so a slow call can be told from a slow machine.
 
 Provenance. Every setting records the commit that made it; a setting whose records were made by
 another commit counts only after :func:`replay` has retrained its first epoch at the pinned commit
@@ -52,6 +55,7 @@ from typing import Iterable
 from algo_emu import cli, records
 from algo_emu.cli import Step, arg
 from algo_emu.io import read_json, sha256_file, utc_now, write_json
+from algo_emu.load import LoadMonitor
 from algo_emu.runtime import REPO_ROOT, hardware
 
 DEFAULT_DIR = "results/reference/paper-scale"
@@ -522,7 +526,9 @@ def retire(set_dir: Path, s: Setting) -> list[Path]:
 # Run
 # ---------------------------------------------------------------------------------------------------------
 
-def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, log: Path | None = None) -> int:
+def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, log: Path | None = None,
+               monitor: LoadMonitor | None = None) -> int:
+    """Snakemake at the pinned commit's worktree; ``monitor``, when given, samples its process tree while it runs."""
     targets = list(targets)
     cmd = [str(Path(sys.executable).with_name("snakemake")), *targets, "--profile", "workflow/profiles/default",
            "--cores", str(cores), "--configfile", config]
@@ -531,7 +537,17 @@ def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, lo
     with open(log, "a") as fh:
         fh.write(f"{utc_now()} {shlex.join(cmd)}\n")
         fh.flush()
-        return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), stdout=fh, stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(cmd, cwd=wt, env=pinned_env(wt), stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            if monitor is not None:
+                monitor.start(proc.pid)
+            return proc.wait()
+        finally:
+            if proc.poll() is None:  # interrupted here (KeyboardInterrupt): do not leave Snakemake running alone
+                proc.terminate()
+                proc.wait()
+            if monitor is not None:
+                monitor.stop()
 
 
 def _hold_run_lock(wt: Path):
@@ -554,28 +570,43 @@ def _hold_run_lock(wt: Path):
     return fh
 
 
-def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, every: float) -> None:
+def record_load(set_dir: Path, s: Setting, load: dict) -> list[dict]:
+    """Write what shared the machine with this call (:class:`algo_emu.load.LoadMonitor`'s summary) into its
+    entry of the setting's calls; returns them all."""
+    path = set_dir / RESUME_DIR / _resume_name(s) / CALLS
+    calls = read_json(path) if path.is_file() else [{}]
+    calls[-1]["load"] = load
+    write_json(path, calls)
+    return calls
+
+
+def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, every: float,
+                 monitor: LoadMonitor | None = None) -> None:
     while not stop.wait(every):
         try:
             save_resume(set_dir, wt, s)
+            if monitor is not None:
+                record_load(set_dir, s, monitor.summary())
         except OSError:  # a checkpoint being replaced right now: the next round takes it
             pass
 
 
 def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, save_every: float) -> dict:
     restore_resume(set_dir, wt, s)
-    calls = start_call(set_dir, wt, s)
+    start_call(set_dir, wt, s)
     log = wt.parent / "logs" / f"{_resume_name(s)}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
-    saver = threading.Thread(target=_keep_saving, args=(set_dir, wt, s, stop, save_every), daemon=True)
+    monitor = LoadMonitor()
+    saver = threading.Thread(target=_keep_saving, args=(set_dir, wt, s, stop, save_every, monitor), daemon=True)
     saver.start()
     t0 = time.time()
     try:
-        rc = _snakemake(wt, state["config"], s.targets, cores, log)
+        rc = _snakemake(wt, state["config"], s.targets, cores, log, monitor)
     finally:
         stop.set()
         saver.join()
+        calls = record_load(set_dir, s, monitor.summary())
     wall = time.time() - t0
     if rc != 0:
         save_resume(set_dir, wt, s)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from algo_emu import records
 from algo_emu.io import read_json, write_text
+from algo_emu.load import STALL_SHARE, load_words
 from algo_emu.runtime import REPO_ROOT, cpu_key, cpu_label
 
 STATUS_WORDS = {
@@ -442,6 +443,16 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     if multi:
         pre += ["Settings carried over between machines (the same code; float rounding depends on the CPU, so such "
                 "a setting is not bit-reproducible on one machine):", "", *multi, ""]
+    loads = [f"- `{s.name}`, the call from {c['started']}: {load_words(c['load'])}"
+             + (f"; stalls: {', '.join(f'{a} ({b / 60:.0f} min)' for a, b in c['load']['stalls'])}"
+                if c["load"].get("stalls") else "")
+             for s, st, e, _ in rows if st == "done" for c in e.get("calls", []) if c.get("load")]
+    if loads:
+        pre += ["What shared the machine with each call, measured while it ran (`algo_emu.load`: the job's CPU and "
+                "everything else's, as shares of the cores' time; a stall is a stretch in which the job used under "
+                f"{STALL_SHARE:.0%} of one core: paused or starved). A call's epoch times include its stalls and "
+                "slow down with others' share; the cost check in the README reads them beside the prediction:",
+                "", *loads, ""]
     if replays:
         pre += ["Records made before the campaign, replayed at its commit:", "", *replays, ""]
     if state.get("notes"):

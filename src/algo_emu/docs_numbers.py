@@ -419,6 +419,11 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
     else:
         verdict = ("within" if abs(meas / pred - 1) <= PREDICTION_TOLERANCE else "outside") + \
                   f" {PREDICTION_TOLERANCE:.0%} (`{path.name}`)"
+    load = ((entry.get("calls") or [{}])[-1]).get("load")
+    if load:  # measured while the call ran (algo_emu.load): a stall or others' share explains a slow call
+        from algo_emu.load import load_words
+
+        verdict += f"; that call: {load_words(load)}"
     timed = call["timed"]
     return (f"| `{s.name}` | {call['cpu']} | {timed} | {_hours(pred)} | {_hours(meas)} | "
             f"{_g(meas / pred, 2)} | {str(entry.get('commit'))[:10]} ({str(code or '?').rsplit(' ', 1)[-1]}) | {verdict} |")
