@@ -423,3 +423,11 @@ def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tr
     assert "is not committed" in running_words(resume, tmp_path)  # a part tracked is not the state committed
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
     assert running_words(resume, tmp_path) == STATUS_WORDS["running"]
+    # how far it is: each engine checkpoint's epoch (a finished job's says so); a file that is not one is skipped
+    import torch
+
+    torch.save({"epoch": 28, "final": False}, resume / "ck/p60.pt")
+    torch.save({"epoch": 100, "final": True}, resume / "ck/a.pt")
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    assert running_words(resume, tmp_path) == (STATUS_WORDS["running"] + "; checkpoints: `a.pt` at epoch 100 "
+                                               "(finished), `p60.pt` at epoch 28")

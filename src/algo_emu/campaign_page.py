@@ -326,10 +326,25 @@ def running_words(resume: Path, root: Path) -> str:
     files = [f for f in resume.rglob("*") if f.is_file()]
     tracked = subprocess.run(["git", "ls-files", "--", str(resume)], cwd=root, capture_output=True, text=True).stdout
     if tracked.strip() and all(str(f.relative_to(root)) in tracked.split("\n") for f in files):
-        return STATUS_WORDS["running"]
+        return STATUS_WORDS["running"] + _progress(files)
     mb = sum(f.stat().st_size for f in files) / 2 ** 20
     return (f"started; its resume state ({mb:.0f} MB of checkpoints) is not committed: `make campaign` on the machine "
-            "that trains it resumes it, anywhere else the setting starts over")
+            "that trains it resumes it, anywhere else the setting starts over" + _progress(files))
+
+
+def _progress(files: list[Path]) -> str:
+    """How far a running setting's checkpoints are: each one's file name and epoch (a job's finished model says
+    so); unreadable files (being written, another format) are left out."""
+    import torch
+
+    out = []
+    for f in sorted(p for p in files if p.suffix == ".pt"):
+        try:
+            ck = torch.load(f, map_location="cpu", weights_only=False)
+            out.append(f"`{f.name}` at epoch {int(ck['epoch'])}" + (" (finished)" if ck.get("final") else ""))
+        except Exception:  # noqa: BLE001  (not a checkpoint of the engine's: no epoch to report)
+            continue
+    return f"; checkpoints: {', '.join(out)}" if out else ""
 
 
 def built_by(git: dict) -> str:
