@@ -276,14 +276,27 @@ def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):
 def test_cost_check_reads_every_training_job_a_record_reports():
     """E3's records report two training jobs (the model's timing.train, the baseline's blind.train_timing), each
     with its own resume epoch; E1/E2 records one (timing). The check times each job's last call."""
-    from algo_emu.docs_numbers import _train_blocks
+    from pathlib import Path
+
+    from algo_emu.records import timing_blocks, training_jobs
 
     flat = {"timing": {"epoch_seconds": [1.0, 2.0], "resumed_from_epoch": 1}}
     e3 = {"timing": {"train": {"epoch_seconds": [1.0] * 3, "resumed_from_epoch": 1}, "eval_seconds": 5.0},
           "blind": {"train_timing": {"epoch_seconds": [2.0] * 3, "resumed_from_epoch": 2}}}
-    assert _train_blocks(flat) == [flat["timing"]]
-    assert _train_blocks(e3) == [e3["timing"]["train"], e3["blind"]["train_timing"]]
-    assert _train_blocks({"timing": {"eval_seconds": 1.0}}) == []
+    assert timing_blocks(flat) == [(("timing",), flat["timing"])]
+    assert [b for _, b in timing_blocks(e3)] == [e3["timing"]["train"], e3["blind"]["train_timing"]]
+    assert timing_blocks({"timing": {"eval_seconds": 1.0}}) == []
+    # the seeds of one job share it (the slowest record's block is kept); E4's sidecars replace its records
+    slow = {"timing": {"epoch_seconds": [1.0, 3.0], "resumed_from_epoch": 1}}
+    jobs = training_jobs({Path("runs/p60/seed0/metrics.json"): flat, Path("runs/p60/seed1/metrics.json"): slow,
+                          Path("blind/p60/seed0/metrics.json"): flat})
+    assert sorted(jobs) == [(Path("blind/p60"), ("timing",)), (Path("runs/p60"), ("timing",))]
+    assert jobs[(Path("runs/p60"), ("timing",))] is slow["timing"]
+    groups = {"timing": {"groups": {"544": {"epoch_seconds": [2.0], "resumed_from_epoch": 0}}}}
+    e4 = training_jobs({Path("seed0/metrics.json"): {"timing": {"train": groups["timing"]}}},
+                       {Path("emulator.pt.json"): groups, Path("blind.pt.json"): groups})
+    assert sorted(e4) == [(Path("blind.pt.json"), ("timing", "groups", "544")),
+                          (Path("emulator.pt.json"), ("timing", "groups", "544"))]
 
 
 def test_paper_scale_summary_counts_made_rows_only_and_sets_paper_numbers_beside_ours(tmp_path):

@@ -615,29 +615,13 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
     return finish_setting(set_dir, wt, state, s, calls, wall)
 
 
-def _epoch_seconds(node) -> float:
-    """Every epoch's seconds a record holds, whatever its shape (``timing.epoch_seconds``; E3's ``timing.train`` and
-    ``blind.train_timing``; E4's per-group ``timing.train.groups``)."""
-    if isinstance(node, dict):
-        return sum(float(sum(v)) if k == "epoch_seconds" and isinstance(v, list) else _epoch_seconds(v)
-                   for k, v in node.items())
-    return 0.0
-
-
 def training_seconds(wt: Path, s: Setting) -> float:
     """A finished setting's training seconds over every call that made it (a setting resumed after an
-    interruption spans several): the sum of each training job's epoch seconds. A job's own sidecar
-    (``*.pt.json`` among the extras: E4's emulator and baseline) counts once each, the records then only repeat
-    the model's; otherwise per job folder (the seeds of one job share it; E2's model and baseline are two) the
-    largest sum a record holds (E3's records hold both its jobs' blocks)."""
-    sidecars = [r for r in s.extras if r.endswith(".pt.json")]
-    if sidecars:
-        return sum(_epoch_seconds(read_json(wt / r)) for r in sidecars)
-    jobs: dict[Path, float] = {}
-    for r in s.records:
-        folder = Path(r).parent.parent
-        jobs[folder] = max(jobs.get(folder, 0.0), _epoch_seconds(read_json(wt / r)))
-    return sum(jobs.values())
+    interruption spans several): every epoch of each training job (:func:`algo_emu.records.training_jobs`:
+    E4's sidecars, else each folder of seeds and block of a record)."""
+    sidecars = {wt / r: read_json(wt / r) for r in s.extras if r.endswith(".pt.json")}
+    recs = {wt / r: read_json(wt / r) for r in s.records}
+    return sum(float(sum(b["epoch_seconds"])) for b in records.training_jobs(recs, sidecars).values())
 
 
 def finish_setting(set_dir: Path, wt: Path, state: dict, s: Setting, calls: list[dict], wall: float | None) -> dict:

@@ -355,39 +355,28 @@ def _done_settings(root: Path) -> list[tuple[object, dict]]:
             if entries.get(s.name, {}).get("status") == "done" and entries[s.name].get("wall_seconds")]
 
 
-def _train_blocks(record: dict) -> list[dict]:
-    """The training-time blocks of a record: its own ``timing`` (E1, E2), or one per training job it reports on
-    (E3: the model's ``timing.train`` and the baseline's ``blind.train_timing``)."""
-    t = record.get("timing", {})
-    if t.get("epoch_seconds"):
-        return [t]
-    blocks = [t.get("train"), (record.get("blind") or {}).get("train_timing")]
-    return [b for b in blocks if isinstance(b, dict) and b.get("epoch_seconds")]
-
-
 def _last_call(root: Path, s, entry: dict) -> dict:
     """What the records of a done setting say of the call that finished it: its CPU, the epochs it trained
     (all of them unless resumed) and their training seconds (each job's slowest record; jobs summed). Without
     records in the tree: the campaign entry's wall time and hardware, every epoch."""
     paths = [root / PAPER / s.set_path(r) for r in s.records]
     recs = {p: read_json(p) for p in paths if p.is_file()}
+    sidecars = {p: read_json(p) for p in (root / PAPER / s.set_path(r) for r in s.extras if r.endswith(".pt.json"))
+                if p.is_file()}
+    blocks = records.training_jobs(recs, sidecars) if recs else {}
     # the CPU: the campaign's record of the last call where it names the CPU's identity (the records, made by the
     # pinned commit's code, may predate it), else the records' own, else the entry's
     calls = entry.get("calls") or []
     last_hw = (calls[-1].get("hardware") if calls else None) or {}
     hw = entry.get("hardware", {})
-    if not recs or not all(_train_blocks(r) for r in recs.values()):
+    if not blocks:
         hw = last_hw if last_hw.get("cpu_id") else hw
         return {"cpu": cpu_label(hw), "cpu_key": cpu_key(hw), "seconds": float(entry["wall_seconds"]), "first": 1,
                 "epochs": None, "of": None, "timed": "all"}
-    # one training job per folder of seeds and block (E2's runs/p60 and blind/p60; E3's model and baseline)
-    jobs: dict[tuple, tuple[float, int, int]] = {}
-    for path, r in recs.items():
-        for i, t in enumerate(_train_blocks(r)):
-            start = int(t.get("resumed_from_epoch") or 0)
-            secs = sum(t["epoch_seconds"][start:])
-            if secs >= jobs.get((path.parent.parent, i), (-1.0,))[0]:
-                jobs[(path.parent.parent, i)] = (secs, start + 1, len(t["epoch_seconds"]))
+    # each training job's epochs of its last call (records.training_jobs: E2's model and baseline folders, E3's
+    # two blocks, E4's sidecars per hidden-width group)
+    jobs = {k: (sum(t["epoch_seconds"][int(t.get("resumed_from_epoch") or 0):]),
+                int(t.get("resumed_from_epoch") or 0) + 1, len(t["epoch_seconds"])) for k, t in blocks.items()}
     if not last_hw.get("cpu_id"):
         last_hw = next((e["hardware"] for r in recs.values() for e in records.environments(r) if e.get("hardware")), hw)
     ranges = sorted({(first, of) for _, first, of in jobs.values()})
