@@ -69,3 +69,17 @@ def test_load_words_say_when_nothing_was_measured():
     words = ld.load_words({"cores": 2, "sampled_s": 60, "job_share": 0.97, "others_share": 0.01, "stalled_s": 0,
                            "stalls": []})
     assert words == "job 97% of 2 cores, others 1%, stalled 0 min"
+
+
+def test_a_job_shorter_than_one_sample_still_has_its_cpu_counted():
+    """The last sample comes after the job has ended and been waited for, when its processes are gone; the CPU
+    they used is then read from this process's reaped children, so a short job is not recorded as idle."""
+    burn = "import time\nwhile time.process_time() < 0.3:\n    pass\n"  # 0.3 s of CPU, however long that takes
+    proc = subprocess.Popen([sys.executable, "-c", burn])
+    m = ld.LoadMonitor(every=60.0)  # no sample falls inside the job
+    m.start(proc.pid)
+    proc.wait()
+    m.stop()
+    s = m.summary()
+    assert s["job_cpu_s"] >= 0.3 and s["sampled_s"] > 0
+    assert s["stalled_s"] == 0 and s["stalls"] == []  # the sample after its end is not a stall

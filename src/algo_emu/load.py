@@ -8,8 +8,9 @@ was: a sample in which the job used under :data:`STALL_SHARE` of one core is a *
 starved); CPU the rest of the machine used is *others*. A slow machine shows neither.
 
 Per-process accounting (psutil, Linux ``/proc``): each sample adds, per live process of the tree, the
-CPU it used since the last sample, so a job step that exits loses only its last partial sample and a
-new one counts from its start. System-wide busy time is every CPU state except idle and iowait.
+CPU it used since the last sample, and a new process counts from its start. What the samples miss (each
+process's last partial sample, a job shorter than one sample) is added when the job has ended, from the
+CPU of this process's waited-for children. System-wide busy time is every CPU state except idle and iowait.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ from datetime import datetime, timedelta, timezone
 LOAD_EVERY_S = 30.0
 #: a sample in which the job's processes used less than this share of one core is a stall
 STALL_SHARE = 0.1
+
+
+def _reaped_children_cpu() -> float:
+    """CPU seconds of this process's children that have ended and been waited for (with their own such children)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _busy(t) -> float:
@@ -48,6 +57,7 @@ class LoadMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._root = None
+        self._reaped0 = 0.0
 
     # ------------------------------------------------------------------ sampling
     def _tree_cpu(self) -> dict[int, float]:
@@ -74,7 +84,9 @@ class LoadMonitor:
         self._sys = _busy(self._ps.cpu_times())
         self._t = time.monotonic()
 
-    def sample(self) -> None:
+    def sample(self, final: bool = False) -> None:
+        """One sample: the CPU since the last one. ``final``: the job has ended, so a low share is its end, not
+        a stall."""
         now = time.monotonic()
         dt = now - self._t
         if dt <= 0:
@@ -83,7 +95,7 @@ class LoadMonitor:
         job = sum(max(0.0, c - self._last.get(pid, 0.0)) for pid, c in cpu.items())
         busy = _busy(self._ps.cpu_times())
         others = max(0.0, busy - self._sys - job)
-        stalled = job < STALL_SHARE * dt
+        stalled = job < STALL_SHARE * dt and not final
         with self._lock:
             self.sampled += dt
             self.job += job
@@ -100,6 +112,8 @@ class LoadMonitor:
 
     # ------------------------------------------------------------------ thread
     def start(self, pid: int) -> None:
+        """Sample the job ``pid`` (a child of this process) in a thread until :meth:`stop`."""
+        self._reaped0 = _reaped_children_cpu()
         self.attach(pid)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -112,14 +126,23 @@ class LoadMonitor:
                 break
 
     def stop(self) -> None:
+        """End sampling. Called after the job was waited for, its whole CPU is then known exactly (this process's
+        reaped children, which include what their own reaped children used): what the samples missed (a job
+        shorter than one sample, the last partial sample of each process) is added to the job and taken off
+        what the samples gave to others."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
             try:
-                self.sample()
+                self.sample(final=True)
             except self._ps.Error:
                 pass
+            missing = _reaped_children_cpu() - self._reaped0 - self.job
+            if missing > 0:
+                with self._lock:
+                    self.job += missing
+                    self.others = max(0.0, self.others - missing)
 
     def summary(self) -> dict:
         """Seconds sampled, CPU seconds of the job and of everything else, seconds stalled (and when), the
