@@ -406,7 +406,7 @@ def test_page_names_other_code_only_for_changes_outside_results():
     assert built_by({"commit": None, "dirty": True, "dirty_files": None}) == "? with uncommitted changes"
 
 
-def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tracks_it(tmp_path):
+def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tracks_it(tmp_path, monkeypatch):
     import subprocess
 
     from algo_emu.campaign_page import STATUS_WORDS, running_words
@@ -423,6 +423,8 @@ def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tr
     assert "is not committed" in running_words(resume, tmp_path)  # a part tracked is not the state committed
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
     assert running_words(resume, tmp_path) == STATUS_WORDS["running"]
+    monkeypatch.chdir(tmp_path)  # the set's folder given relative, as `campaign page` gets it
+    assert running_words(resume.relative_to(tmp_path), tmp_path) == STATUS_WORDS["running"]
     # how far it is: each engine checkpoint's epoch (a finished job's says so); a file that is not one is skipped
     import torch
 

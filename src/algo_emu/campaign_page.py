@@ -323,6 +323,7 @@ def running_words(resume: Path, root: Path) -> str:
     to commit) kept on the machine that trains it."""
     import subprocess
 
+    resume, root = Path(resume).resolve(), Path(root).resolve()  # the set's folder may be given relative
     files = [f for f in resume.rglob("*") if f.is_file()]
     tracked = subprocess.run(["git", "ls-files", "--", str(resume)], cwd=root, capture_output=True, text=True).stdout
     if tracked.strip() and all(str(f.relative_to(root)) in tracked.split("\n") for f in files):
