@@ -372,10 +372,14 @@ def checkpoint_epochs(wt: Path, s: Setting) -> dict[str, int]:
     return out
 
 
+def _calls_path(set_dir: Path, s: Setting) -> Path:
+    return set_dir / RESUME_DIR / _resume_name(s) / CALLS
+
+
 def start_call(set_dir: Path, wt: Path, s: Setting) -> list[dict]:
     """Append this call (hardware, start, the epochs its checkpoints resume from) to the setting's calls;
     returns them all. Written into the resume state, so it is committed and carried with it."""
-    path = set_dir / RESUME_DIR / _resume_name(s) / CALLS
+    path = _calls_path(set_dir, s)
     calls = read_json(path) if path.is_file() else []
     calls.append({"started": utc_now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -573,7 +577,7 @@ def _hold_run_lock(wt: Path):
 def record_load(set_dir: Path, s: Setting, load: dict) -> list[dict]:
     """Write what shared the machine with this call (:class:`algo_emu.load.LoadMonitor`'s summary) into its
     entry of the setting's calls; returns them all."""
-    path = set_dir / RESUME_DIR / _resume_name(s) / CALLS
+    path = _calls_path(set_dir, s)
     calls = read_json(path) if path.is_file() else [{}]
     calls[-1]["load"] = load
     write_json(path, calls)
@@ -690,7 +694,7 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
     finished = []
     for s in todo:
         status = setting_status(set_dir, state, s)
-        calls_file = set_dir / RESUME_DIR / _resume_name(s) / CALLS
+        calls_file = _calls_path(set_dir, s)
         if status == "done" and state["settings"].get(s.name, {}).get("status") != "done" and calls_file.is_file():
             # its records reached the set but the call stopped before saving its state: finish it from the worktree
             state["settings"][s.name] = finish_setting(set_dir, wt, state, s, read_json(calls_file), None)
