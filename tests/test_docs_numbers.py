@@ -350,3 +350,49 @@ def test_ames_paper_block_reads_the_paper_scale_set_and_waits_for_every_mode(tmp
     runs[runs["mode"] == "reference_code"].to_csv(tmp_path / dn.PAPER / "tables" / "ames_runs.csv", index=False)
     partial = dn.block_ames_results_paper(tmp_path)
     assert "mode(s) reference_code only" in partial and "|" not in partial
+
+
+def test_paper_scale_cost_states_the_spread_of_every_benchmark_on_the_same_cpu(tmp_path):
+    """Benchmarks of one CPU give one spread line (lowest to highest total, runs, commits); another commit's run is
+    named by its commit, not called earlier; a benchmark of another CPU is not in the spread; one run alone gives
+    no spread line."""
+    import json
+
+    root = _fake_bench_root(tmp_path, 1000.0, "algo_emu 0.1.0 src aaaa")
+    alone = dn.block_paper_scale_cost(root)
+    assert "Every benchmark on this CPU" not in alone
+    bench = json.loads((root / dn.PAPER_BENCH).read_text())
+    total = bench["prediction"]["hours"]
+    other = json.loads(json.dumps(bench))
+    other["prediction"]["hours"] = 2 * total
+    other["environment"].update(git_commit="abcdef1" + "0" * 33, code_version="algo_emu 0.1.0 src bbbb")
+    (root / "benchmarks/paper_scale_again.json").write_text(json.dumps(other))
+    elsewhere = json.loads(json.dumps(bench))
+    elsewhere["prediction"]["hours"] = 10 * total
+    elsewhere["environment"]["hardware"] = {"cpu_model": "Other CPU", "cpu_count": 2}
+    (root / "benchmarks/paper_scale_other.json").write_text(json.dumps(elsewhere))
+    text = dn.block_paper_scale_cost(root)
+    assert f"(2 runs, 2 commits, each quiet): the whole paper scale **{dn._hours(3600 * total)} to " \
+           f"{dn._hours(7200 * total)}**" in text
+    assert "the same CPU, the code of abcdef1," in text and "earlier code" not in text
+
+
+def test_step_profile_block_reads_its_benchmark(tmp_path):
+    """Each row's step, its per-step part (a negative fit read as none), its useful rate against the large-matmul
+    rate, the profile's classes and its matrix products in the step against alone, from the committed JSON."""
+    import json
+
+    assert "TODO" in dn.block_step_profile(tmp_path)
+    shares = {"matrix products": 0.5, "attention kernel": 0.25, "compiled elementwise/layout": 0.125, "copies": 0.05,
+              "batch assembly": 0.05, "optimiser": 0.025, "other (dispatch, autograd, Python)": 0.0}
+    row = {"members": 10, "ms_per_step": 8.0, "fixed_ms_per_step": -0.2, "fixed_share": -0.025,
+           "useful_gflops": 50.0, "profile_shares": shares, "matmul_in_step_ms": 4.0, "matmul_isolated_ms": 2.0,
+           "matmul_isolated_gflops": 150.0}
+    b = {"machine": {"matmul_gflops": 200.0, "copy_gbps_4mib": 150.0, "copy_gbps_256mib": 30.0},
+         "environment": {"hardware": {"cpu_model": "X"}, "threads": 2, "git_commit": "1" * 40},
+         "load_note": "quiet", "argv": ["--out", "x.json"], "rows": {"E3 fitted H=12": row}}
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / dn.STEP_PROFILE_BENCH).write_text(json.dumps(b))
+    text = dn.block_step_profile(tmp_path)
+    assert "| E3 fitted H=12 | 10 | 8 | 0.00 ms (0%) | 50 (0.25) | 50% | 25% | 12% | 12% | 4 / 2 (150) |" in text
+    assert "large matmul 200 GFLOP/s" in text and "30 GB/s from memory" in text

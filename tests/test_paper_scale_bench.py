@@ -43,3 +43,27 @@ def test_flop_model_kept_queries():
     f = rows["E3 fitted H=12"]
     full = ps.Row(**{**asdict(f), "keep": None})
     assert ps.flops_step(f)[0] < ps.flops_step(full)[0] and ps.flops_step(f)[1] * 2 == ps.flops_step(full)[1]
+
+
+def test_step_profile_accounts_for_the_whole_step_and_its_products(tmp_path):
+    """On the tiny config: the profile's classes share out the whole step (sum 1); the matrix products it found are
+    the step's (calls per step from a profile of known length), and their FLOPs per step are 2 b m k n summed over
+    those calls; the per-step and per-member parts rebuild both timed steps."""
+    import json
+
+    import step_profile as sp
+
+    out = tmp_path / "sp.json"
+    assert sp.main(["--config", str(REPO_ROOT / "tests/tiny.yaml"), "--out", str(out), "--only", "E3 fitted H=2",
+                    "--steps", "3", "--reps", "1", "--profile-runs", "1"]) == 0
+    row = json.loads(out.read_text())["rows"]["E3 fitted H=2"]
+    assert abs(sum(row["profile_shares"].values()) - 1) < 1e-9
+    calls = row["matmul_calls"]
+    assert calls and all(c["per_step"] > 0 and float(c["per_step"]).is_integer() for c in calls)
+    flops = sum(2.0 * (c["a"][0] if len(c["a"]) == 3 else 1) * c["a"][-2] * c["a"][-1] * c["b"][-1] * c["per_step"]
+                for c in calls)
+    assert abs(row["matmul_gflop_per_step"] - flops / 1e9) < 1e-12
+    one, E1 = row["ms_per_step_one_seed"], row["members_one_seed"]
+    assert abs(row["fixed_ms_per_step"] + E1 * row["per_member_ms"] - one) < 1e-9
+    assert abs(row["fixed_ms_per_step"] + row["members"] * row["per_member_ms"] - row["ms_per_step"]) < 1e-9
+    assert out.with_suffix(".md").read_text().count("| E3 fitted H=2 |") == 1

@@ -46,6 +46,7 @@ PAPER = Path("results/reference/paper-scale")
 ENGINE = Path("benchmarks/engine.json")
 ATTENTION_BENCH = Path("benchmarks/attention.json")
 DENORMAL_BENCH = Path("benchmarks/denormals.json")
+STEP_PROFILE_BENCH = Path("benchmarks/step_profile.json")
 MEMBERS_BENCH = Path("benchmarks/members.json")
 PAPER_BENCH = Path("benchmarks/paper_scale.json")
 
@@ -480,13 +481,22 @@ def block_paper_scale_cost(root: Path) -> str:
             oexp = {k.split()[0]: v["hours"] for k, v in ob["prediction"]["experiments"].items()}
             same_cpu, same_code = cpu_key(ohw) == key, ob.get("environment", {}).get("code_version") == code
             what = ("the same code again on the same CPU, " if same_cpu and same_code else
-                    f"the same CPU, earlier code ({str(ob.get('environment', {}).get('git_commit'))[:7]}), "
+                    f"the same CPU, the code of {str(ob.get('environment', {}).get('git_commit'))[:7]}, "
                     if same_cpu else "")
             lines.append(f"- `{opath.relative_to(root)}` ({opath.with_suffix('.md').name}): {what}{cpu_label(ohw)} "
                          f"({ohw.get('cpu_count', '?')} cores, {ohw.get('memory_gib', '?')} GiB; large-matmul rate "
                          f"{ob.get('machine_gflops', 0):.0f} GFLOP/s against {b.get('machine_gflops', 0):.0f} above): the "
                          f"whole paper scale **{_hours(3600 * float(ob['prediction']['hours']))}** ("
                          + ", ".join(f"{k} {_hours(3600 * h)}" for k, h in oexp.items()) + ")")
+    same = [(ob["prediction"]["hours"], ob.get("machine_gflops") or 0.0, ob.get("environment", {}).get("git_commit"))
+            for _, ob in benches if ob.get("prediction") and cpu_key(ob.get("environment", {}).get("hardware")) == cpu_key(hw)]
+    if len(same) > 1:
+        hours, rates = [h for h, _, _ in same], [g for _, g, _ in same]
+        lines += ["", f"Every benchmark on this CPU ({len(same)} runs, {len({c for _, _, c in same})} commits, each quiet): "
+                  f"the whole paper scale **{_hours(3600 * min(hours))} to {_hours(3600 * max(hours))}**, large-matmul "
+                  f"rate {min(rates):.0f}-{max(rates):.0f} GFLOP/s. The machine's speed moves between runs, minutes "
+                  "apart as well as days, by as much as the spread shows (docs/speed.md), so the total above is one "
+                  "run's, and a code change is read from `benchmarks/ab_commits.md` instead."]
     checks = [_prediction_check(root, s, e, benches) for s, e in _done_settings(root)]
     checks = [c for c in checks if c]
     lines += ["", "Real paper-scale settings against their prediction (a setting checks the prediction only when a "
@@ -652,6 +662,34 @@ def block_members(root: Path) -> str:
                   f"interleaved repetitions; {hw.get('cpu_model')}, {hw.get('cpu_count')} logical cores, commit "
                   f"{str(b['environment'].get('git_commit'))[:10]}; load: {b['load_note']}; made by "
                   f"`python benchmarks/members.py {' '.join(b['argv'])}`."]
+    return "\n".join(lines) + "\n"
+
+
+def block_step_profile(root: Path) -> str:
+    """What bounds a training step (``benchmarks/step_profile.json``): the per-step and per-member parts, the useful
+    FLOP rate against the large-matmul rate, the profile's classes, and the step's matrix products run alone."""
+    path = root / STEP_PROFILE_BENCH
+    if not path.is_file():
+        return f"**TODO:** `{STEP_PROFILE_BENCH}` is not committed yet (`python benchmarks/step_profile.py`).\n"
+    b = read_json(path)
+    m, env = b["machine"], b["environment"]
+    hw = env.get("hardware", {})
+    lines = ["| row | members | ms/step | per step, any member count (share) | useful GFLOP/s (/ large matmul) | "
+             "matrix products | attention kernel | compiled elementwise/layout | rest | matrix products: in the step "
+             "/ alone, ms (alone: GFLOP/s) |", "|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
+    for key, r in b["rows"].items():
+        sh = r["profile_shares"]
+        named = sh["matrix products"] + sh["attention kernel"] + sh["compiled elementwise/layout"]
+        lines.append(f"| {key} | {r['members']} | {_g(r['ms_per_step'])} | {max(r['fixed_ms_per_step'], 0.0):.2f} ms "
+                     f"({max(r['fixed_share'], 0.0):.0%}) | {r['useful_gflops']:.0f} ({r['useful_gflops'] / m['matmul_gflops']:.2f}) | "
+                     f"{sh['matrix products']:.0%} | {sh['attention kernel']:.0%} | {sh['compiled elementwise/layout']:.0%} | "
+                     f"{1 - named:.0%} | {_g(r['matmul_in_step_ms'])} / {_g(r['matmul_isolated_ms'])} "
+                     f"({r['matmul_isolated_gflops']:.0f}) |")
+    lines += ["", f"{hw.get('cpu_model')} ({hw.get('cpu_id', '')}), {hw.get('cpu_count')} logical cores, "
+                  f"{env.get('threads')} torch threads, commit {str(env.get('git_commit'))[:10]}; large matmul "
+                  f"{m['matmul_gflops']:.0f} GFLOP/s, copy bandwidth {m['copy_gbps_4mib']:.0f} GB/s in cache (4 MiB) and "
+                  f"{m['copy_gbps_256mib']:.0f} GB/s from memory (256 MiB); load: {b['load_note']}; made by "
+                  f"`python benchmarks/step_profile.py {' '.join(b['argv'])}` (its table: `benchmarks/step_profile.md`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -1132,6 +1170,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "attention-kernel": block_attention_kernel,
     "denormals": block_denormals,
     "members": block_members,
+    "step-profile": block_step_profile,
     "kernel-by-cpu": block_kernel_by_cpu,
     "ab-commits": block_ab_commits,
     "essay-bar": block_essay_bar,
