@@ -357,18 +357,27 @@ def drop_resume(set_dir: Path, s: Setting) -> None:
 CALLS = "calls.json"
 
 
-def checkpoint_epochs(wt: Path, s: Setting) -> dict[str, int]:
-    """The epoch each of the setting's checkpoints in the worktree holds (worktree-relative path -> epoch)."""
+def checkpoint_progress(f: Path) -> tuple[int, bool] | None:
+    """(epoch, whether its job finished) of an engine checkpoint file; None when it holds no epoch (being written,
+    or another format)."""
     import torch
 
+    try:
+        ck = torch.load(f, map_location="cpu", weights_only=False)
+        return int(ck["epoch"]), bool(ck.get("final"))
+    except Exception:  # noqa: BLE001  (a checkpoint being written, or another format: not an epoch)
+        return None
+
+
+def checkpoint_epochs(wt: Path, s: Setting) -> dict[str, int]:
+    """The epoch each of the setting's checkpoints in the worktree holds (worktree-relative path -> epoch)."""
     out = {}
     for ck in s.checkpoints:
         src = wt / ck
         for f in sorted(src.rglob("*.pt")) if src.is_dir() else [src] if src.is_file() else []:
-            try:
-                out[f.relative_to(wt).as_posix()] = int(torch.load(f, map_location="cpu", weights_only=False)["epoch"])
-            except Exception:  # noqa: BLE001  (a checkpoint being written, or another format: not an epoch)
-                continue
+            got = checkpoint_progress(f)
+            if got is not None:
+                out[f.relative_to(wt).as_posix()] = got[0]
     return out
 
 

@@ -336,15 +336,13 @@ def running_words(resume: Path, root: Path) -> str:
 def _progress(files: list[Path]) -> str:
     """How far a running setting's checkpoints are: each one's file name and epoch (a job's finished model says
     so); unreadable files (being written, another format) are left out."""
-    import torch
+    from algo_emu import campaign as cp
 
     out = []
     for f in sorted(p for p in files if p.suffix == ".pt"):
-        try:
-            ck = torch.load(f, map_location="cpu", weights_only=False)
-            out.append(f"`{f.name}` at epoch {int(ck['epoch'])}" + (" (finished)" if ck.get("final") else ""))
-        except Exception:  # noqa: BLE001  (not a checkpoint of the engine's: no epoch to report)
-            continue
+        got = cp.checkpoint_progress(f)
+        if got is not None:
+            out.append(f"`{f.name}` at epoch {got[0]}" + (" (finished)" if got[1] else ""))
     return f"; checkpoints: {', '.join(out)}" if out else ""
 
 
