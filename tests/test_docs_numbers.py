@@ -372,9 +372,18 @@ def test_paper_scale_cost_states_the_spread_of_every_benchmark_on_the_same_cpu(t
     elsewhere["environment"]["hardware"] = {"cpu_model": "Other CPU", "cpu_count": 2}
     (root / "benchmarks/paper_scale_other.json").write_text(json.dumps(elsewhere))
     text = dn.block_paper_scale_cost(root)
-    assert f"(2 runs, 2 commits, each quiet): the whole paper scale **{dn._hours(3600 * total)} to " \
-           f"{dn._hours(7200 * total)}**" in text
+    assert f"(2 runs, 2 commits, not all quiet: see each one's load note): the whole paper scale " \
+           f"**{dn._hours(3600 * total)} to {dn._hours(7200 * total)}**" in text  # the fakes state no load
     assert "the same CPU, the code of abcdef1," in text and "earlier code" not in text
+    for path, note in ((dn.PAPER_BENCH, "quiet: nothing else ran"), (Path("benchmarks/paper_scale_again.json"), "quiet: x")):
+        b = json.loads((root / path).read_text())
+        b["load_note"] = note
+        (root / path).write_text(json.dumps(b))
+    assert "(2 runs, 2 commits, each quiet)" in dn.block_paper_scale_cost(root)
+    b = json.loads((root / "benchmarks/paper_scale_again.json").read_text())
+    b["load_note"] = "the campaign trained beside it"
+    (root / "benchmarks/paper_scale_again.json").write_text(json.dumps(b))
+    assert "(2 runs, 2 commits, not all quiet: see each one's load note)" in dn.block_paper_scale_cost(root)
 
 
 def test_step_profile_block_reads_its_benchmark(tmp_path):

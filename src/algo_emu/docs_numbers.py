@@ -488,11 +488,13 @@ def block_paper_scale_cost(root: Path) -> str:
                          f"{ob.get('machine_gflops', 0):.0f} GFLOP/s against {b.get('machine_gflops', 0):.0f} above): the "
                          f"whole paper scale **{_hours(3600 * float(ob['prediction']['hours']))}** ("
                          + ", ".join(f"{k} {_hours(3600 * h)}" for k, h in oexp.items()) + ")")
-    same = [(ob["prediction"]["hours"], ob.get("machine_gflops") or 0.0, ob.get("environment", {}).get("git_commit"))
+    same = [(ob["prediction"]["hours"], ob.get("machine_gflops") or 0.0, ob.get("environment", {}).get("git_commit"),
+             str(ob.get("load_note", "")))
             for _, ob in benches if ob.get("prediction") and cpu_key(ob.get("environment", {}).get("hardware")) == cpu_key(hw)]
     if len(same) > 1:
-        hours, rates = [h for h, _, _ in same], [g for _, g, _ in same]
-        lines += ["", f"Every benchmark on this CPU ({len(same)} runs, {len({c for _, _, c in same})} commits, each quiet): "
+        hours, rates = [x[0] for x in same], [x[1] for x in same]
+        quiet = "each quiet" if all(x[3].startswith("quiet") for x in same) else "not all quiet: see each one's load note"
+        lines += ["", f"Every benchmark on this CPU ({len(same)} runs, {len({x[2] for x in same})} commits, {quiet}): "
                   f"the whole paper scale **{_hours(3600 * min(hours))} to {_hours(3600 * max(hours))}**, large-matmul "
                   f"rate {min(rates):.0f}-{max(rates):.0f} GFLOP/s. The machine's speed moves between runs, minutes "
                   "apart as well as days, by as much as the spread shows (docs/speed.md), so the total above is one "
