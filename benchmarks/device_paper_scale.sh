@@ -88,6 +88,8 @@ WORK = Path(E.get("WORK") or "/tmp/algo-emu-gpu").absolute()
 RESUME = str(Path(E["RESUME"]).absolute()) if E.get("RESUME") else ""
 REUSE = Path(E.get("REUSE_DIR") or REPO / "results/reference/gpu").absolute()
 PYX = sys.executable
+if DEVICE.startswith("cuda"):  # every model lives on the GPU (sdpa): building the CPU kernel in each process is waste
+    os.environ.setdefault("ALGO_EMU_KERNEL", "off")
 GROUPS = ("heads", "theorem31", "ames", "statistical", "p_sweep", "independent")
 bad = [g for g in ORDER if g not in GROUPS]
 if bad:

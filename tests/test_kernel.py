@@ -98,6 +98,21 @@ def test_auto_attention_takes_the_kernel_for_narrow_heads_on_cpu():
     assert EnsembleEmulator(g, 3, 2, 4, 48, 12, 60).resolved_attention("cuda") == "sdpa"
 
 
+def test_kernel_turned_off_by_the_environment_is_not_built(monkeypatch, tmp_path):
+    """ALGO_EMU_KERNEL=off: not available (saying why), nothing built, and auto falls back to PyTorch's attention."""
+    monkeypatch.setenv("ALGO_EMU_KERNEL", "off")
+    monkeypatch.setenv("ALGO_EMU_KERNEL_DIR", str(tmp_path))
+    kernel.available.cache_clear()
+    try:
+        assert kernel.available() == (False, "turned off by ALGO_EMU_KERNEL=off")
+        g = [torch.Generator().manual_seed(0)]
+        assert EnsembleEmulator(g, 3, 2, 4, 48, 12, 60).resolved_attention("cpu") == "fused"
+        assert EnsembleEmulator(g, 3, 2, 4, 48, 12, 60).resolved_attention("cuda") == "sdpa"
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        kernel.available.cache_clear()
+
+
 def test_compiled_training_step_through_the_kernel_equals_eager():
     """torch.compile sees the kernel as one custom operator: the same loss and gradients as eager."""
     x = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))

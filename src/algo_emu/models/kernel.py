@@ -97,9 +97,17 @@ def _load() -> ctypes.CDLL:
     return lib
 
 
+#: ``ALGO_EMU_KERNEL=off`` turns the kernel off without building it: for runs whose models all live on a GPU
+#: (the emulator's ``auto`` takes PyTorch's sdpa there whatever this says), where building it in every
+#: process would only cost time. The CPU then takes the PyTorch implementation, as when no compiler is found.
+OFF_VARIABLE = "ALGO_EMU_KERNEL"
+
+
 @functools.lru_cache(maxsize=None)
 def available() -> tuple[bool, str]:
     """(True, path of the library) when the kernel is usable here, else (False, why not)."""
+    if os.environ.get(OFF_VARIABLE, "").strip().lower() == "off":
+        return False, f"turned off by {OFF_VARIABLE}=off"
     try:
         return True, str(_load()._name)
     except (KernelUnavailable, OSError) as exc:
