@@ -15,7 +15,7 @@
 #
 # Budget (BUDGET seconds from the script's start, default 540: a 10-minute command limit with margin):
 #   * phase 1, until BUDGET - RESERVE: one scheduler runs every step (data, fits, training, weight-blind
-#     baselines, frozen evaluation) as its own process, at most MAX_JOBS at once (default: the CPU count;
+#     baselines, frozen evaluation) as its own process, at most MAX_JOBS at once (default 4, fewer on fewer CPUs: docs/gpu.md says why;
 #     all share the one GPU), ready steps started in the order of EXPERIMENTS (default: E1's published heads
 #     sweep first, the headline; then E2, E4, E3, E1's p sweep, E1's independent protocol).
 #     At the deadline every running step is stopped (SIGTERM, then SIGKILL) and nothing new starts.
@@ -45,7 +45,7 @@
 #   resume.tar.gz         checkpoints and frozen models of unfinished work (absent when nothing is unfinished)
 # Exit status: 0 every selected setting complete, 3 partial (records written, missing ones named), 1 nothing.
 #
-# Knobs (environment): OUT (required), BUDGET=540, RESERVE=60 (phase 2 + 3), MAX_JOBS=<cpu count>,
+# Knobs (environment): OUT (required), BUDGET=540, RESERVE=60 (phase 2 + 3), MAX_JOBS=4 (or the CPU count if fewer),
 # SCALE=paper|tiny (config/config.yaml or tests/tiny.yaml), CONFIG=<yaml> (overrides SCALE's file),
 # DEVICE=cuda (tiny: cpu), EXPERIMENTS="heads theorem31 ames statistical p_sweep independent",
 # COMPILE=0|1|config (torch.compile the training step; default 0: compile time on 16 concurrent jobs would eat
@@ -80,7 +80,7 @@ DEVICE = E.get("DEVICE") or ("cuda" if SCALE == "paper" else "cpu")
 BUDGET = float(E.get("BUDGET", 540))
 RESERVE = float(E.get("RESERVE", 60))
 PACK = 20.0  # seconds kept for phase 3 (learning curves, tar files)
-MAX_JOBS = int(E.get("MAX_JOBS") or os.cpu_count() or 1)
+MAX_JOBS = int(E.get("MAX_JOBS") or min(4, os.cpu_count() or 1))
 THREADS = E.get("THREADS", "1")
 ORDER = E.get("EXPERIMENTS", "heads theorem31 ames statistical p_sweep independent").split()
 COMPILE = E.get("COMPILE", "0")

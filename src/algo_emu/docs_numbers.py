@@ -18,6 +18,8 @@ files give, naming the block. Sources, all inside the repository:
 - ``benchmarks/engine.json`` (``make bench``) and, once it exists, ``benchmarks/paper_scale.json`` (the
   paper-scale cost benchmark the campaign predicts from) with ``benchmarks/paper_scale_<machine>.json`` (the same
   benchmark on other CPUs), and ``benchmarks/essay_bar.json`` (what the essay's model reaches against its gate);
+- ``benchmarks/device_h200.json`` (``benchmarks/device_epochs.py``): the GPU script's training steps as its runs
+  timed them (docs/gpu.md, the README's GPU line);
 - :mod:`algo_emu.paper_values` for the paper's own numbers.
 - the configs (``config/*.yaml``) for sizes derived from them (docs/gpu.md's steps per process), and
   :mod:`algo_emu.constructions.grid` for E5's end margin (the code's own deterministic numbers).
@@ -29,6 +31,7 @@ Estimates that no committed file records (how long the toy and small configs tak
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections import Counter
@@ -58,10 +61,12 @@ ESTIMATES = {
     "quick": "about 10 minutes with `--cores 2` (estimate: one run, not recorded in a committed set)",
 }
 #: Milliseconds per optimiser step of one process alone on a large GPU (kernel launches and Python bound):
-#: a guess for docs/gpu.md until a GPU run measures it, never a measurement.
+#: the guess docs/gpu.md prices with where no GPU run has timed a step (:data:`DEVICE_BENCH`), never a measurement.
 GPU_STEP_MS = (1, 2)
-#: Processes per group of benchmarks/device_paper_scale.sh sharing the GPU (its `MAX_JOBS` default there).
-GPU_MAX_JOBS = 16
+#: The GPU script's training steps as its runs timed them (``python benchmarks/device_epochs.py``).
+DEVICE_BENCH = Path("benchmarks/device_h200.json")
+#: The GPU script's ``MAX_JOBS`` default (benchmarks/device_paper_scale.sh; docs/gpu.md says why).
+GPU_DEFAULT_JOBS = 4
 
 EXPERIMENT_OF_RULE = (("heads", "E1"), ("theorem31", "E2"), ("statistical", "E3"), ("ames", "E4"),
                       ("construction", "E5"), ("essay", "E6"))
@@ -510,7 +515,17 @@ def block_paper_scale_cost(root: Path) -> str:
     else:
         lines.append("No setting of the campaign is done yet.")
     steps = int(pred.get("steps", 0))
-    if steps:
+    gpu = gpu_measured(root)
+    if steps and gpu:
+        alone_h = steps * gpu["alone_ms"] / 3.6e6
+        lines += ["", f"**On a GPU:** measured on one {gpu['gpu']} (`{DEVICE_BENCH.as_posix()}`): one job alone "
+                  f"{_g(gpu['alone_ms'], 3)} ms per step ({gpu['alone_shape']}, the one shape timed alone); "
+                  f"{gpu['shared_jobs']} jobs sharing it {_g(gpu['shared_ms'][0], 2)}-{_g(gpu['shared_ms'][1], 3)} ms per "
+                  f"step each, together {_g(gpu['throughput'], 3)}x one job alone. Priced at the alone rate (an "
+                  f"extrapolation: E3's and E4's shapes were not timed), the same {steps:,} steps take "
+                  f"{alone_h:.1f} h one job at a time, about {alone_h / gpu['throughput']:.1f} h with the GPU as "
+                  "shared as in that run ([docs/gpu.md](docs/gpu.md)). No setting has been finished on a GPU yet."]
+    elif steps:
         lo, hi = (steps * g / 3600 for g in GPU_STEP_GUESS_S)
         lines += ["", f"**On a GPU (an estimate, not a measurement):** the same jobs take {steps:,} optimiser steps; "
                   f"at a guessed {GPU_STEP_GUESS_S[0] * 1e3:g}-{GPU_STEP_GUESS_S[1] * 1e3:g} ms per step (these shapes "
@@ -855,35 +870,82 @@ def block_essay_cost(root: Path) -> str:
             + f"; {_minutes(sum(v['wall_s'] for v in ess.values()))} in all.\n")
 
 
+def steps_per_epoch(cfg: dict) -> dict[str, int]:
+    """Optimiser steps per epoch of E1, E2 and E3's training at ``cfg`` (batches of ``batch_size`` over the training
+    prompts, the last one partial), keyed by config section."""
+    import math
+
+    h, t, st = cfg["heads"], cfg["theorem31"], cfg["statistical"]
+    return {"heads": math.ceil(h["n_prompts"] * (1 - h["test_fraction"]) / h["batch_size"]),
+            "theorem31": math.ceil(t["n_prompts"] * (1 - t["test_fraction"]) / t["batch_size"]),
+            "statistical": math.ceil(st["n_prompts"] / st["batch_size"])}
+
+
+_DEVICE_STEP = re.compile(r"^(heads_train_(?P<protocol>\w+?)_H(?P<H>\d+)_p(?P<p>\d+)|theorem31_(?P<kind>train|blind)_p(?P<p2>\d+)"
+                          r"|statistical_(?P<skind>train|blind)_(?P<mode>\w+)_H(?P<sH>\d+))$")
+
+
+def device_step_label(step: str) -> str:
+    """A GPU-script step's name in the docs' words (``heads_train_published_H1_p60`` -> ``E1 H = 1, p = 60``)."""
+    m = _DEVICE_STEP.match(step)
+    if not m:
+        return step
+    if m["H"]:
+        return f"E1 H = {m['H']}, p = {m['p']}" + ("" if m["protocol"] == "published" else f" ({m['protocol']})")
+    if m["p2"]:
+        return f"E2 p = {m['p2']}" + (" weight-blind" if m["kind"] == "blind" else "")
+    return f"E3 {m['mode']} H = {m['sH']}" + (" weight-blind" if m["skind"] == "blind" else "")
+
+
+def gpu_measured(root: Path) -> dict | None:
+    """What the GPU script's committed runs (:data:`DEVICE_BENCH`) timed: the GPU, one job alone (ms per step,
+    its shape), the most-shared run (jobs at once, its range of ms per step), and the shared GPU's throughput
+    against one job alone; None when no run timed a job alone and beside others."""
+    f = root / DEVICE_BENCH
+    if not f.is_file():
+        return None
+    b = read_json(f)
+    rows = [r for run in b["runs"] for r in run["rows"]]
+    alone = [r for r in rows if r["jobs_at_once"] == 1 and r["ms_per_step"]]
+    shared = max(b["runs"], key=lambda run: max((r["jobs_at_once"] for r in run["rows"]), default=0))
+    if not alone or not b["sharing"] or not shared["rows"]:
+        return None
+    ms = [r["ms_per_step"] for r in shared["rows"] if r["ms_per_step"]]
+    return {"gpu": b["runs"][0]["gpu"], "alone_ms": alone[0]["ms_per_step"], "alone_step": alone[0]["step"],
+            "alone_shape": device_step_label(alone[0]["step"]),
+            "shared_jobs": max(r["jobs_at_once"] for r in shared["rows"]), "shared_ms": (min(ms), max(ms)),
+            "shared_window_s": shared["budget_s"] - shared["reserve_s"], "shared_rows": shared["rows"],
+            "throughput": b["sharing"][0]["throughput_vs_alone"], "runs": b["runs"], "sharing": b["sharing"]}
+
+
 def block_gpu_fit(root: Path) -> str:
     """Optimiser steps per process of benchmarks/device_paper_scale.sh at the paper's scale (from
     config/config.yaml; E4's training prompts from the committed reference set's records, the same packaged
-    data), and what they would take at the estimated :data:`GPU_STEP_MS` (an estimate, not a measurement)."""
-    import math
-
+    data), and what they take: at the rates the GPU runs measured (:data:`DEVICE_BENCH`) where they timed the
+    group, else at the guessed :data:`GPU_STEP_MS` (printed as an estimate)."""
     cfg = _config(root, "config/config.yaml")
     h, t, st, am = cfg["heads"], cfg["theorem31"], cfg["statistical"], cfg["ames"]
-
-    def per_epoch(n: float, batch: int) -> int:
-        return math.ceil(n / batch)
-
-    e1 = per_epoch(h["n_prompts"] * (1 - h["test_fraction"]), h["batch_size"])
-    e2 = per_epoch(t["n_prompts"] * (1 - t["test_fraction"]), t["batch_size"])
-    e3 = per_epoch(st["n_prompts"], st["batch_size"])
-    e4 = {m: per_epoch(read_json(root / REF / "ames" / m / "seed0" / "metrics.json")["budget"]["n_prompts"],
-                       am["batch_size"]) for m in ("corrected", "reference_code")}
+    spe = steps_per_epoch(cfg)
+    e1, e2, e3 = spe["heads"], spe["theorem31"], spe["statistical"]
+    e4 = {m: math.ceil(read_json(root / REF / "ames" / m / "seed0" / "metrics.json")["budget"]["n_prompts"]
+                       / am["batch_size"]) for m in ("corrected", "reference_code")}
     steps = {"heads": e1 * h["epochs"], "theorem31": e2 * t["epochs"], "statistical": e3 * st["epochs"],
              "ames": {m: 2 * v * am["epochs"] for m, v in e4.items()}}
     n_h, n_p, n_t = len(h["heads_sweep"]), len(t["p_sweep"]), len(st["heads_sweep"])
     procs = {"heads": n_h, "theorem31": 2 * n_p, "statistical": 2 * len(st["modes"]) * n_t,
              "p_sweep": len([p for p in h["p_sweep"] if p != h["p_heads_sweep"]]), "independent": n_h}
-    lo, hi = GPU_STEP_MS
+    gpu = gpu_measured(root)
+    lo, hi = (gpu["alone_ms"], gpu["alone_ms"]) if gpu else GPU_STEP_MS
 
     def minutes(n: int) -> str:
-        return f"{_g(n * lo / 60000, 2)}-{_g(n * hi / 60000, 2)}"
+        return _g(n * lo / 60000, 2) if lo == hi else f"{_g(n * lo / 60000, 2)}-{_g(n * hi / 60000, 2)}"
 
     def k(n: int) -> str:
         return f"{n:,}"
+
+    def shared(prefix: str) -> str:
+        mins = [r["minutes_every_epoch"] for r in (gpu["shared_rows"] if gpu else []) if r["step"].startswith(prefix)]
+        return f"{_g(min(mins), 3)}-{_g(max(mins), 3)}" if mins else "not timed"
 
     c, r = steps["ames"]["corrected"], steps["ames"]["reference_code"]
     lines = [f"Optimiser steps per process at the paper's scale (`config/config.yaml`, batch {h['batch_size']}): "
@@ -893,24 +955,75 @@ def block_gpu_fit(root: Path) -> str:
              f"epochs = {k(steps['statistical'])}; E4 on the packaged data (training prompts per epoch as in the "
              f"committed reference set's records) corrected {k(e4['corrected'])} per epoch over {am['epochs']} "
              f"epochs, twice (emulator, then baseline) = {k(c)}, reference_code {k(e4['reference_code'])} per "
-             f"epoch, likewise = {k(r)}. E1's useful work per ensemble step is "
-             f"{_g(read_json(root / ENGINE)['useful_mflop_per_step'] / 1000, 2)} GFLOP (`benchmarks/engine.json`), "
-             f"tiny for a large GPU, so a step is bound by kernel launches and Python: **estimated (a guess, not a "
-             f"measurement) at {lo}-{hi} ms** per step for one process alone. Then, each process alone:", "",
-             "| group | steps per process | estimated minutes per process | processes |", "|---|---|---|---|",
-             f"| `heads` | {k(steps['heads'])} | {minutes(steps['heads'])} | {procs['heads']} |",
-             f"| `theorem31` | {k(steps['theorem31'])} | {minutes(steps['theorem31'])} | {procs['theorem31']} |",
-             f"| `ames` | {k(c)} / {k(r)} | {minutes(c)} / {minutes(r)} | {len(am['modes'])} |",
-             f"| `statistical` | {k(steps['statistical'])} | {minutes(steps['statistical'])} | {procs['statistical']} |",
-             f"| `p_sweep`, `independent` | {k(steps['heads'])} | {minutes(steps['heads'])} | {procs['p_sweep']}, "
-             f"{procs['independent']} |", ""]
+             f"epoch, likewise = {k(r)}."]
+    if gpu:
+        lines[0] += (f" Timed on one {gpu['gpu']} (`{DEVICE_BENCH.as_posix()}`): {gpu['alone_shape']} alone "
+                     f"{_g(gpu['alone_ms'], 3)} ms per step, the one shape timed alone; with {gpu['shared_jobs']} jobs "
+                     f"at once, each of E1's and E2's took {_g(gpu['shared_ms'][0], 2)}-{_g(gpu['shared_ms'][1], 3)} ms. "
+                     "Then, per process:")
+        head = (f"| group | steps per process | minutes alone (at {gpu['alone_shape']}'s rate; other shapes an "
+                f"extrapolation) | minutes with {gpu['shared_jobs']} at once (measured per setting) | processes |")
+    else:
+        lines[0] += (f" E1's useful work per ensemble step is "
+                     f"{_g(read_json(root / ENGINE)['useful_mflop_per_step'] / 1000, 2)} GFLOP (`benchmarks/engine.json`), "
+                     f"tiny for a large GPU, so a step is bound by kernel launches and Python: **estimated (a guess, not a "
+                     f"measurement) at {lo}-{hi} ms** per step for one process alone. Then, each process alone:")
+        head = "| group | steps per process | estimated minutes per process | minutes shared | processes |"
+    lines += ["", head, "|---|---|---|---|---|",
+              f"| `heads` | {k(steps['heads'])} | {minutes(steps['heads'])} | {shared('heads_train_published')} | "
+              f"{procs['heads']} |",
+              f"| `theorem31` | {k(steps['theorem31'])} | {minutes(steps['theorem31'])} | {shared('theorem31_')} | "
+              f"{procs['theorem31']} |",
+              f"| `ames` | {k(c)} / {k(r)} | {minutes(c)} / {minutes(r)} | {shared('ames_')} | {len(am['modes'])} |",
+              f"| `statistical` | {k(steps['statistical'])} | {minutes(steps['statistical'])} | {shared('statistical_')} | "
+              f"{procs['statistical']} |",
+              f"| `p_sweep`, `independent` | {k(steps['heads'])} | {minutes(steps['heads'])} | not timed | "
+              f"{procs['p_sweep']}, {procs['independent']} |", ""]
     total = (steps["heads"] * (procs["heads"] + procs["p_sweep"] + procs["independent"])
              + steps["theorem31"] * procs["theorem31"] + c + r + steps["statistical"] * procs["statistical"])
-    lines.append(f"About {_g(total / 1e6, 2)} million steps in all. If {GPU_MAX_JOBS} processes share the GPU "
-                 f"without slowing each other, that is an estimated {_g(total * lo / 60000 / GPU_MAX_JOBS, 2)}-"
-                 f"{_g(total * hi / 60000 / GPU_MAX_JOBS, 2)} minutes of device work; if the GPU's time-slicing "
-                 f"between processes serialises them, the sum of the processes' times instead.")
+    if gpu:
+        quick = min(r["minutes_every_epoch"] for r in gpu["shared_rows"])
+        lines.append(f"About {_g(total / 1e6, 2)} million steps in all: {_g(total * lo / 3.6e6, 2)} h one job at a time "
+                     f"at the alone rate, about {_g(total * lo / 3.6e6 / gpu['throughput'], 2)} h at the throughput "
+                     f"of {gpu['shared_jobs']} jobs at once ({_g(gpu['throughput'], 3)}x one alone; both extrapolated "
+                     f"from E1 H = 1 to every shape). With {gpu['shared_jobs']} at once no process finishes inside one "
+                     f"call's training window of {_g(gpu['shared_window_s'], 3)} s: the quickest needs {_g(quick, 3)} "
+                     "minutes.")
+    else:
+        lines.append(f"About {_g(total / 1e6, 2)} million steps in all. If {GPU_DEFAULT_JOBS} processes share the GPU "
+                     f"without slowing each other, that is an estimated {_g(total * lo / 60000 / GPU_DEFAULT_JOBS, 2)}-"
+                     f"{_g(total * hi / 60000 / GPU_DEFAULT_JOBS, 2)} minutes of device work; if the GPU's time-slicing "
+                     f"between processes serialises them, the sum of the processes' times instead.")
     return "\n".join(lines) + "\n"
+
+
+def block_gpu_measured(root: Path) -> str:
+    """Each training step the GPU runs timed (:data:`DEVICE_BENCH`): jobs at once, epochs reached, seconds per
+    epoch and per step; then one job alone against the same job beside others."""
+    f = root / DEVICE_BENCH
+    if not f.is_file():
+        return "No GPU run has timed a training step yet.\n"
+    b = read_json(f)
+    lines = []
+    for run in b["runs"]:
+        u = run["utilisation"]
+        lines += [f"`{run['folder']}`: {run['gpu']} ({_g(run['gpu_memory_gib'], 4)} GiB), torch {run['torch']}, CUDA "
+                  f"{run['cuda']}, {run['cpu_count']} CPUs, commit `{run['git_commit'][:10]}`; `MAX_JOBS={run['max_jobs']}`, "
+                  f"`EXPERIMENTS=\"{' '.join(run['order'])}\"`, training window {_g(run['budget_s'] - run['reserve_s'], 3)} s; "
+                  f"{run['complete_settings']} settings finished."
+                  + (f" nvidia-smi every {u['every_s']} s: utilisation median {_g(u['utilisation_pct_median'], 3)} %, "
+                     f"memory up to {u['memory_mib_max']:,} MiB." if u else ""), "",
+                  "| step | members | jobs at once | epochs reached | s per epoch (median after the first) | ms per step | "
+                  "minutes for every epoch at that rate |", "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {device_step_label(r['step'])} | {r['members']} | {r['jobs_at_once']} | {r['epochs_reached']}/"
+                  f"{r['epochs']} | {_g(r['s_per_epoch_median'], 3)} | {_g(r['ms_per_step'], 3)} | "
+                  f"{_g(r['minutes_every_epoch'], 3)} |" for r in run["rows"]]
+        lines.append("")
+    for sh in b["sharing"]:
+        lines.append(f"{device_step_label(sh['step'])}: {_g(sh['alone_s_per_epoch'], 3)} s per epoch alone, "
+                     f"{_g(sh['shared_s_per_epoch'], 3)} s with {sh['jobs_at_once']} jobs at once ({_g(sh['slowdown'], 3)}x "
+                     f"slower each); the shared GPU did {_g(sh['throughput_vs_alone'], 3)}x the work of one job alone.")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _sci(x: float, digits: int = 2) -> str:
@@ -1184,6 +1297,7 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "essay-equivalences": block_essay_equivalences,
     "essay-cost": block_essay_cost,
     "gpu-fit": block_gpu_fit,
+    "gpu-measured": block_gpu_measured,
     "construction-end-margin": block_construction_end_margin,
     "construction-results": block_construction_results,
     "theorem31-results": block_theorem31_results,
