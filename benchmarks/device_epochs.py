@@ -6,7 +6,8 @@ Each run folder holds the files the script returns (status.json, device.json, lo
 the GPU's utilisation was sampled beside it). Per training step: the epochs reached, the median seconds of its
 epochs after the first (the first holds start-up and CUDA's warm-up), the steps per epoch of its experiment
 (from the config, as the trainer batches it), hence milliseconds per step, how many steps of the run were
-running beside it, and the minutes its every epoch would take at that rate.
+running beside it, the minutes its every epoch would take at that rate, and its logged mean training loss per
+epoch (the docs set it beside the same setting's CPU records).
 
     python benchmarks/device_epochs.py benchmarks/device_runs/h200_16jobs benchmarks/device_runs/h200_1job \
         --out benchmarks/device_h200.json
@@ -31,7 +32,7 @@ from algo_emu.config import load_config  # noqa: E402
 from algo_emu.docs_numbers import steps_per_epoch  # noqa: E402
 from algo_emu.io import write_json, write_text  # noqa: E402
 
-EPOCH = re.compile(r"epoch (\d+)/(\d+)\s+([0-9.]+)s")
+EPOCH = re.compile(r"epoch (\d+)/(\d+)\s+([0-9.]+)s(?:\s+mean train loss ([0-9.eE+-]+))?")
 MEMBERS = re.compile(r"(\d+) members on (\w+)")
 GROUP = (("heads_train_", "heads", "E1"), ("theorem31_", "theorem31", "E2"), ("statistical_", "statistical", "E3"),
          ("ames_train", "ames", "E4"))
@@ -67,7 +68,8 @@ def run_rows(folder: Path, per_epoch: dict[str, int]) -> dict:
         kind = next(((g, e) for prefix, g, e in GROUP if s["name"].startswith(prefix)), None)
         if text is None or kind is None or s.get("start_s") is None:
             continue
-        epochs = [(int(k), int(n), float(t)) for k, n, t in EPOCH.findall(text)]
+        found = EPOCH.findall(text)
+        epochs = [(int(k), int(n), float(t)) for k, n, t, _ in found]
         if len(epochs) < 2:
             continue
         group, exp = kind
@@ -83,7 +85,9 @@ def run_rows(folder: Path, per_epoch: dict[str, int]) -> dict:
             "first_epoch_s": epochs[0][2], "s_per_epoch_median": round(med, 3),
             "s_per_epoch_min_max": [min(later), max(later)], "steps_per_epoch": spe,
             "ms_per_step": round(1000 * med / spe, 2) if spe else None,
-            "minutes_every_epoch": round(total * med / 60, 1)})
+            "minutes_every_epoch": round(total * med / 60, 1),
+            # the trainer's mean over members of each epoch's training loss, as logged (4 significant digits)
+            "mean_train_loss": {int(k): float(v) for k, _, _, v in found if v}})
     return {"folder": folder.relative_to(REPO).as_posix() if folder.is_relative_to(REPO) else str(folder),
             "gpu": device.get("gpu"), "gpu_memory_gib": device.get("gpu_memory_gib"), "nvidia_smi": device.get("nvidia_smi"),
             "torch": device.get("torch"), "cuda": device.get("cuda"), "cpu_count": device.get("cpu_count"),

@@ -106,3 +106,28 @@ def test_step_labels():
     assert dn.device_step_label("theorem31_blind_p100") == "E2 p = 100 weight-blind"
     assert dn.device_step_label("statistical_train_reference_code_H6") == "E3 reference_code H = 6"
     assert dn.device_step_label("ames_train_corrected") == "ames_train_corrected"
+
+
+def test_gpu_training_loss_is_set_beside_the_cpu_records_of_the_same_setting(tmp_path):
+    """The comparison row reads the paper-scale set's per-seed histories (mean over every member) at epoch 2 and at
+    the last epoch the GPU reached; a setting without CPU records gets no row."""
+    root = tmp_path / "root"
+    (root / dn.DEVICE_BENCH).parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / dn.DEVICE_BENCH, root / dn.DEVICE_BENCH)
+    bench = json.loads((root / dn.DEVICE_BENCH).read_text())
+    gpu = next(r for r in max(bench["runs"], key=lambda run: len(run["rows"]))["rows"]
+               if r["step"] == "heads_train_published_H1_p60")
+    last = max(int(k) for k in gpu["mean_train_loss"])
+    assert "GPU / CPU" not in dn.block_gpu_measured(root)
+    for seed, scale in ((0, 1.0), (1, 3.0)):
+        f = root / dn.PAPER / "heads/published/runs/H1_p60" / f"seed{seed}" / "metrics.json"
+        f.parent.mkdir(parents=True)
+        f.write_text(json.dumps({"history": [{"epoch": e, "train_loss": {"K": 0.1 * scale, "Q": 0.2 * scale, "V": 0.3 * scale}}
+                                             for e in (1, 2, last)]}))
+    block = dn.block_gpu_measured(root)
+    cpu = (0.1 + 0.2 + 0.3) * (1 + 3) / 6
+    row = next(x for x in block.split("GPU / CPU")[1].splitlines() if x.startswith("| E1 H = 1, p = 60 | "))
+    assert row == (f"| E1 H = 1, p = 60 | {dn._g(gpu['mean_train_loss']['2'], 4)} | {dn._g(cpu, 4)} | {last} | "
+                   f"{dn._g(gpu['mean_train_loss'][str(last)], 4)} | {dn._g(cpu, 4)} | "
+                   f"{dn._g(gpu['mean_train_loss'][str(last)] / cpu, 3)} |")
+    assert "| E1 H = 2, p = 60 | " not in block.split("GPU / CPU")[1]

@@ -997,6 +997,14 @@ def block_gpu_fit(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cpu_train_loss(root: Path, protocol: str, H: int, p: int, epoch: int) -> float | None:
+    """Mean training loss at ``epoch`` over every member of an E1 setting of the paper-scale set (None if absent)."""
+    vals = []
+    for f in sorted((root / PAPER / "heads" / protocol / "runs" / f"H{H}_p{p}").glob("seed*/metrics.json")):
+        vals += [v for h in read_json(f)["history"] if h["epoch"] == epoch for v in h["train_loss"].values()]
+    return sum(vals) / len(vals) if vals else None
+
+
 def block_gpu_measured(root: Path) -> str:
     """Each training step the GPU runs timed (:data:`DEVICE_BENCH`): jobs at once, epochs reached, seconds per
     epoch and per step; then one job alone against the same job beside others."""
@@ -1019,6 +1027,24 @@ def block_gpu_measured(root: Path) -> str:
                   f"{r['epochs']} | {_g(r['s_per_epoch_median'], 3)} | {_g(r['ms_per_step'], 3)} | "
                   f"{_g(r['minutes_every_epoch'], 3)} |" for r in run["rows"]]
         lines.append("")
+    cmp = []
+    for r in max(b["runs"], key=lambda run: len(run["rows"]))["rows"]:
+        m = _DEVICE_STEP.match(r["step"])
+        losses = {int(k): v for k, v in r.get("mean_train_loss", {}).items()}
+        if not m or not m["H"] or not losses:
+            continue
+        last = max(losses)
+        cpu = {e: _cpu_train_loss(root, m["protocol"], int(m["H"]), int(m["p"]), e) for e in (2, last)}
+        if None in cpu.values():
+            continue
+        cmp.append(f"| {device_step_label(r['step'])} | {_g(losses[2], 4)} | {_g(cpu[2], 4)} | {last} | "
+                   f"{_g(losses[last], 4)} | {_g(cpu[last], 4)} | {_g(losses[last] / cpu[last], 3)} |")
+    if cmp:
+        lines += ["Training on the GPU beside the CPU: the mean training loss over a setting's members, as the GPU "
+                  "job logged it (4 significant digits), and as the paper-scale set's per-seed records of the same "
+                  "setting (same seeds and data, CPU, its own commit) give it:", "",
+                  "| setting | epoch 2, GPU | epoch 2, CPU | last epoch the GPU reached | GPU | CPU | GPU / CPU |",
+                  "|---|---:|---:|---:|---:|---:|---:|", *cmp, ""]
     for sh in b["sharing"]:
         lines.append(f"{device_step_label(sh['step'])}: {_g(sh['alone_s_per_epoch'], 3)} s per epoch alone, "
                      f"{_g(sh['shared_s_per_epoch'], 3)} s with {sh['jobs_at_once']} jobs at once ({_g(sh['slowdown'], 3)}x "
