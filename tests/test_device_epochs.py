@@ -131,3 +131,16 @@ def test_gpu_training_loss_is_set_beside_the_cpu_records_of_the_same_setting(tmp
                    f"{dn._g(gpu['mean_train_loss'][str(last)], 4)} | {dn._g(cpu, 4)} | "
                    f"{dn._g(gpu['mean_train_loss'][str(last)] / cpu, 3)} |")
     assert "| E1 H = 2, p = 60 | " not in block.split("GPU / CPU")[1]
+
+
+def test_the_jobs_per_gpu_defaults_are_the_measured_sharing_ratio():
+    """The gpu-local profile's jobs per GPU and the GPU script's MAX_JOBS default are the committed run's ratio of the
+    shared GPU's work to one job's alone, rounded (docs/gpu.md: about that many jobs keep it as busy)."""
+    import re
+
+    from algo_emu import runtime
+
+    ratio = json.loads((REPO_ROOT / dn.DEVICE_BENCH).read_text())["sharing"][0]["throughput_vs_alone"]
+    script = (REPO_ROOT / "benchmarks/device_paper_scale.sh").read_text()
+    default = int(re.search(r'MAX_JOBS = int\(E.get\("MAX_JOBS"\) or min\((\d+), os.cpu_count\(\) or 1\)\)', script).group(1))
+    assert runtime.DEFAULT_JOBS_PER_GPU == dn.GPU_DEFAULT_JOBS == default == round(ratio)

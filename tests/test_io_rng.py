@@ -59,6 +59,58 @@ def test_claim_gpu_takes_distinct_free_gpus(tmp_path):
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "0"
 
 
+def test_claim_gpu_spreads_jobs_over_gpus_then_takes_more_slots_per_gpu(tmp_path):
+    """Two GPUs, two slots each: jobs in four processes land on 0, 1, 0, 1; a fifth finds every slot taken (GPU 0)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from algo_emu.runtime import claim_gpu; "
+            f"print(claim_gpu(2, {str(tmp_path)!r}, per_gpu=2), flush=True); sys.stdin.read()")
+    procs, got = [], []
+    try:
+        for _ in range(5):
+            pr = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(pr)
+            got.append(int(pr.stdout.readline()))  # holds its lock until its stdin closes
+        assert got == [0, 1, 0, 1, 0]
+        assert sorted(f.name for f in tmp_path.iterdir()) == ["algo-emu-gpu0.lock", "algo-emu-gpu0.slot1.lock",
+                                                               "algo-emu-gpu1.lock", "algo-emu-gpu1.slot1.lock"]
+    finally:
+        for pr in procs:
+            pr.stdin.close()
+            pr.wait()
+
+
+def test_jobs_per_gpu_reads_the_environment_and_names_a_bad_value(monkeypatch):
+    from algo_emu import runtime
+
+    monkeypatch.delenv(runtime.JOBS_PER_GPU_VARIABLE, raising=False)
+    assert runtime.jobs_per_gpu() == runtime.DEFAULT_JOBS_PER_GPU
+    monkeypatch.setenv(runtime.JOBS_PER_GPU_VARIABLE, "3")
+    assert runtime.jobs_per_gpu() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(runtime.JOBS_PER_GPU_VARIABLE, bad)
+        with pytest.raises(ValueError, match=f"ALGO_EMU_JOBS_PER_GPU='{bad}': expected a whole number"):
+            runtime.jobs_per_gpu()
+
+
+def test_gpu_local_profile_offers_gpus_times_jobs_per_gpu(monkeypatch):
+    """The profile's `gpu` resource is GPUs x jobs per GPU, its default the runtime's, and a bad value is named."""
+    yte = pytest.importorskip("yte")
+    from algo_emu import runtime
+    from algo_emu.runtime import REPO_ROOT
+
+    text = (REPO_ROOT / "workflow/profiles/gpu-local/config.yaml").read_text()
+    monkeypatch.setenv("ALGO_EMU_GPUS", "2")
+    monkeypatch.delenv("ALGO_EMU_JOBS_PER_GPU", raising=False)
+    assert yte.process_yaml(text)["resources"] == {"gpu": 2 * runtime.DEFAULT_JOBS_PER_GPU}
+    monkeypatch.setenv("ALGO_EMU_JOBS_PER_GPU", "1")
+    assert yte.process_yaml(text)["resources"] == {"gpu": 2}
+    monkeypatch.setenv("ALGO_EMU_JOBS_PER_GPU", "x")
+    with pytest.raises(Exception, match="ALGO_EMU_JOBS_PER_GPU='x'"):
+        yte.process_yaml(text)
+
+
 def test_tensor_data_sets_name_the_first_difference(tmp_path):
     from algo_emu.io import load_tensors, write_tensors
 

@@ -138,32 +138,58 @@ def denormals_flushed() -> bool:
     return bool(torch.count_nonzero(x * 0.5).item() == 0)
 
 
-_GPU_LOCKS: dict[int, object] = {}  # held open for the life of the process
+_GPU_LOCKS: dict[tuple[int, int], object] = {}  # (GPU, slot) -> lock file, held open for the life of the process
+
+#: Training jobs one GPU takes at once (the gpu-local profile's ``gpu`` resource and :func:`claim_gpu`'s slots).
+#: Why 4 by default: on one H200 the GPU script's jobs take turns on the GPU, and 16 of them did only a few times
+#: the work of one alone (the ratio: ``benchmarks/device_h200.json``, ``sharing``), so about that many keep the GPU
+#: as busy while each runs near its alone speed (an inference from that run, docs/gpu.md). ``1``: a GPU per job.
+JOBS_PER_GPU_VARIABLE = "ALGO_EMU_JOBS_PER_GPU"
+DEFAULT_JOBS_PER_GPU = 4
 
 
-def claim_gpu(n_gpus: int, lock_dir: str | os.PathLike | None = None) -> int:
-    """Index of a GPU no other algo-emu process on this machine holds.
+def jobs_per_gpu() -> int:
+    """``$ALGO_EMU_JOBS_PER_GPU`` (a whole number, 1 or more), else :data:`DEFAULT_JOBS_PER_GPU`."""
+    raw = os.environ.get(JOBS_PER_GPU_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_JOBS_PER_GPU
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{JOBS_PER_GPU_VARIABLE}={raw!r}: expected a whole number of training jobs per GPU, 1 or more")
+    return n
 
-    Snakemake counts GPUs (``--resources gpu=N``) but does not say which one a
-    job should use; each training process therefore takes the first GPU whose
-    lock file ``<lock_dir>/algo-emu-gpu<i>.lock`` it can ``flock`` and keeps the
-    lock until it exits. When every GPU is taken it falls back to GPU 0.
+
+def claim_gpu(n_gpus: int, lock_dir: str | os.PathLike | None = None, per_gpu: int | None = None) -> int:
+    """Index of a GPU with a job slot no other algo-emu process on this machine holds.
+
+    Snakemake counts GPU slots (``--resources gpu=N``) but does not say which GPU a
+    job should use; each training process therefore takes the first slot whose
+    lock file it can ``flock`` (slot 0 of GPU ``i`` is ``<lock_dir>/algo-emu-gpu<i>.lock``,
+    slot ``j`` > 0 ``algo-emu-gpu<i>.slot<j>.lock``) and keeps the lock until it exits.
+    Slots are taken slot by slot across the GPUs, so jobs spread over every GPU before
+    any GPU takes a second. ``per_gpu`` slots per GPU (default :func:`jobs_per_gpu`).
+    When every slot is taken it falls back to GPU 0.
     """
     import fcntl
     import tempfile
 
+    per_gpu = jobs_per_gpu() if per_gpu is None else per_gpu
     lock_dir = Path(lock_dir or os.environ.get("ALGO_EMU_GPU_LOCK_DIR") or tempfile.gettempdir())
-    for i in range(n_gpus):
-        if i in _GPU_LOCKS:
-            continue
-        fh = open(lock_dir / f"algo-emu-gpu{i}.lock", "a")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.close()
-            continue
-        _GPU_LOCKS[i] = fh
-        return i
+    for slot in range(per_gpu):
+        for i in range(n_gpus):
+            if (i, slot) in _GPU_LOCKS:
+                continue
+            fh = open(lock_dir / (f"algo-emu-gpu{i}.lock" if slot == 0 else f"algo-emu-gpu{i}.slot{slot}.lock"), "a")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                continue
+            _GPU_LOCKS[(i, slot)] = fh
+            return i
     return 0
 
 
