@@ -94,6 +94,11 @@ def test_docs_read_the_measurement_and_fall_back_to_an_estimate_without_it(tmp_p
     assert "estimated (a guess" not in fit and f"alone {dn._g(alone['ms_per_step'], 3)} ms per step" in fit
     measured = dn.block_gpu_measured(root)
     assert measured.count("| E1 H = 1, p = 60 |") == 2 and "the shared GPU did" in measured
+    assert "CPU benchmark" not in measured  # no paper_scale.json in this root
+    (root / dn.PAPER_BENCH).write_text(json.dumps({"rows": {"E1 H=1 p=60": {"measured": {"step_seconds": 0.05}}}}))
+    x = 50 / alone["ms_per_step"]
+    assert (f"takes 50 ms per step: the GPU alone runs it {dn._g(x, 3)}x as fast, and shared it did the work of "
+            f"{dn._g(x * bench['sharing'][0]['throughput_vs_alone'], 3)} such CPU jobs") in dn.block_gpu_measured(root)
     (root / dn.DEVICE_BENCH).unlink()
     assert dn.gpu_measured(root) is None
     assert "estimated (a guess, not a measurement)" in dn.block_gpu_fit(root)

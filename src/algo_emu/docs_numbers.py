@@ -1045,10 +1045,21 @@ def block_gpu_measured(root: Path) -> str:
                   "setting (same seeds and data, CPU, its own commit) give it:", "",
                   "| setting | epoch 2, GPU | epoch 2, CPU | last epoch the GPU reached | GPU | CPU | GPU / CPU |",
                   "|---|---:|---:|---:|---:|---:|---:|", *cmp, ""]
+    cpu_rows = read_json(root / PAPER_BENCH)["rows"] if (root / PAPER_BENCH).is_file() else {}
     for sh in b["sharing"]:
-        lines.append(f"{device_step_label(sh['step'])}: {_g(sh['alone_s_per_epoch'], 3)} s per epoch alone, "
-                     f"{_g(sh['shared_s_per_epoch'], 3)} s with {sh['jobs_at_once']} jobs at once ({_g(sh['slowdown'], 3)}x "
-                     f"slower each); the shared GPU did {_g(sh['throughput_vs_alone'], 3)}x the work of one job alone.")
+        line = (f"{device_step_label(sh['step'])}: {_g(sh['alone_s_per_epoch'], 3)} s per epoch alone, "
+                f"{_g(sh['shared_s_per_epoch'], 3)} s with {sh['jobs_at_once']} jobs at once ({_g(sh['slowdown'], 3)}x "
+                f"slower each); the shared GPU did {_g(sh['throughput_vs_alone'], 3)}x the work of one job alone.")
+        m = _DEVICE_STEP.match(sh["step"])
+        alone = next((r for run in b["runs"] for r in run["rows"] if r["step"] == sh["step"] and r["jobs_at_once"] == 1), None)
+        cpu = cpu_rows.get(f"E1 H={m['H']} p={m['p']}") if m and m["H"] and m["protocol"] == "published" else None
+        if cpu and alone:
+            cpu_ms = cpu["measured"]["step_seconds"] * 1000
+            line += (f" The CPU benchmark the cost table is priced on (`{PAPER_BENCH.as_posix()}`, the same shape) takes "
+                     f"{_g(cpu_ms, 3)} ms per step: the GPU alone runs it {_g(cpu_ms / alone['ms_per_step'], 3)}x as fast, "
+                     f"and shared it did the work of {_g(cpu_ms / alone['ms_per_step'] * sh['throughput_vs_alone'], 3)} "
+                     "such CPU jobs.")
+        lines.append(line)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
