@@ -245,7 +245,34 @@ def test_paper_scale_cost_check_needs_a_benchmark_on_the_settings_cpu_and_times_
     state_path.write_text(json.dumps(state))
     row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
     assert ("within 25% (`paper_scale_amd.json`); that call: job 75% of 2 cores, others 20%, stalled 5 min in 1 "
-            "stretch(es) |") in row
+            "stretch(es); without those stalls (every job paused) 0.68, outside 25% |") in row  # (840 - 300) / 800
+
+    # two calls: the timed epochs (resumed at 10) ran in the one that resumed a checkpoint at epoch 10, so only its
+    # load and stalls are read; the earlier call's are not
+    def load(stalled):
+        return {"every_s": 30.0, "cores": 2, "sampled_s": 1200.0, "job_cpu_s": 1800.0, "others_cpu_s": 0.0,
+                "job_share": 0.75, "others_share": 0.0, "stalled_s": stalled, "stalls": [["t", stalled]] if stalled else []}
+
+    entry = state["settings"]["heads/published/H1_p20"]
+    entry["calls"] = [{"hardware": zen5, "started": "2026-12-01T01:00:00", "resumed_from": {}, "load": load(600.0)},
+                      {"hardware": zen5, "started": "2026-12-02T01:00:00", "resumed_from": {"ck.pt": 10}, "load": load(120.0)}]
+    state_path.write_text(json.dumps(state))
+    row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert "that call: job 75% of 2 cores, others 0%, stalled 2 min in 1 stretch(es); without those stalls (every job " \
+           "paused) 0.9, within 25% |" in row  # (840 - 120) / 800
+    # timed from its first epoch, in the call before the one that first resumed its (finished) checkpoint: both calls
+    for r in s.records:
+        pth = root / "results/reference/paper-scale" / s.set_path(r)
+        rec = json.loads(pth.read_text())
+        rec["timing"] = {"epoch_seconds": [21.0] * 50, "resumed_from_epoch": 0}
+        pth.write_text(json.dumps(rec))
+    entry["calls"][1]["resumed_from"] = {"ck.pt": 50}
+    state_path.write_text(json.dumps(state))
+    row = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("| `heads/published/H1_p20`"))
+    assert ("the calls that trained its timed epochs: from 2026-12-01 01:00: job 75% of 2 cores, others 0%, stalled "
+            "10 min in 1 stretch(es); from 2026-12-02 01:00: job 75% of 2 cores, others 0%, stalled 2 min in 1 "
+            "stretch(es); without those stalls (every job paused) 0.33, outside 25% |") in row  # (1050 - 720) / 1000
+    assert dn._calls_of_timed_epochs([{"resumed_from": {}}, {"resumed_from": {"a": 3}}], [7]) == [0, 1]  # untold: all
 
 
 def test_essay_bar_block_and_sentence_read_the_gate_from_the_rows(tmp_path):

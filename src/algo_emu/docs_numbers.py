@@ -389,7 +389,33 @@ def _last_call(root: Path, s, entry: dict) -> dict:
     timed = "all" if all(first == 1 for first, _ in ranges) else ", ".join(f"{a}-{b}" for a, b in ranges)
     return {"cpu": cpu_label(last_hw), "cpu_key": cpu_key(last_hw), "seconds": sum(v[0] for v in jobs.values()),
             "first": min(first for first, _ in ranges), "epochs": sum(of - first + 1 for _, first, of in jobs.values()),
-            "of": sum(of for _, _, of in jobs.values()), "timed": timed}
+            "of": sum(of for _, _, of in jobs.values()), "timed": timed,
+            "resumed_at": sorted({first - 1 for _, first, _ in jobs.values()})}
+
+
+def _calls_of_timed_epochs(calls: list[dict], resumed_at: list[int]) -> list[int]:
+    """Indices of the campaign calls that trained a done setting's timed epochs (each job's epochs of its last
+    call), read from the checkpoints each call resumed: a job resumed at epoch k > 0 ran from the last call that
+    resumed a checkpoint at k; a job timed from its first epoch ran from the call before the last one that first
+    resumed a checkpoint no earlier call had (its own, once it was done), or else from the last call. A job
+    whose call cannot be told counts every call."""
+    if not calls:
+        return []
+    last, first = len(calls) - 1, len(calls) - 1
+    seen: set = set()
+    new_at = []
+    for i, c in enumerate(calls):
+        names = set(c.get("resumed_from") or {})
+        if names - seen:
+            new_at.append(i)
+        seen |= names
+    for k in resumed_at:
+        if k > 0:
+            hits = [i for i, c in enumerate(calls) if k in (c.get("resumed_from") or {}).values()]
+            first = min(first, hits[-1] if hits else 0)
+        elif new_at and new_at[-1] > 0:
+            first = min(first, new_at[-1] - 1)
+    return list(range(first, last + 1))
 
 
 def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict]]) -> str | None:
@@ -414,11 +440,22 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
     else:
         verdict = ("within" if abs(meas / pred - 1) <= PREDICTION_TOLERANCE else "outside") + \
                   f" {PREDICTION_TOLERANCE:.0%} (`{path.name}`)"
-    load = ((entry.get("calls") or [{}])[-1]).get("load")
-    if load:  # measured while the call ran (algo_emu.load): a stall or others' share explains a slow call
+    calls = entry.get("calls") or []
+    timed_calls = [calls[i] for i in _calls_of_timed_epochs(calls, call.get("resumed_at", [0]))]
+    if any(c.get("load") for c in timed_calls):
+        # measured while each call ran (algo_emu.load): a stall or others' share explains a slow call
         from algo_emu.load import load_words
 
-        verdict += f"; that call: {load_words(load)}"
+        if len(timed_calls) == 1:
+            verdict += f"; that call: {load_words(timed_calls[0]['load'])}"
+        else:
+            verdict += "; the calls that trained its timed epochs: " + "; ".join(
+                f"from {str(c.get('started', '?'))[:16].replace('T', ' ')}: {load_words(c.get('load'))}" for c in timed_calls)
+        stalled = sum((c.get("load") or {}).get("stalled_s", 0.0) for c in timed_calls)
+        if stalled and same_code and match:
+            r = (meas - stalled) / pred
+            verdict += (f"; without those stalls (every job paused) {_g(r, 2)}, "
+                        f"{'within' if abs(r - 1) <= PREDICTION_TOLERANCE else 'outside'} {PREDICTION_TOLERANCE:.0%}")
     timed = call["timed"]
     return (f"| `{s.name}` | {call['cpu']} | {timed} | {_hours(pred)} | {_hours(meas)} | "
             f"{_g(meas / pred, 2)} | {str(entry.get('commit'))[:10]} ({str(code or '?').rsplit(' ', 1)[-1]}) | {verdict} |")
