@@ -334,9 +334,9 @@ def block_scales(root: Path) -> str:
 
 #: The whole paper scale's target on the 2-core machine, hours (the performance goal the cost table is read against).
 TARGET_HOURS = 48.0
-#: A GPU step's time, seconds: a guess (launch- and Python-bound at these tiny shapes), not a measurement
-#: (docs/gpu.md says why); the table prices the benchmark's step count with it and says so.
-GPU_STEP_GUESS_S = (1e-3, 2e-3)
+#: :data:`GPU_STEP_MS` in seconds: the README prices the benchmark's step count with it, saying so, where no GPU run
+#: has timed a step.
+GPU_STEP_GUESS_S = tuple(ms / 1000 for ms in GPU_STEP_MS)
 #: Within this fraction a real setting's wall time confirms its prediction.
 PREDICTION_TOLERANCE = 0.25
 
@@ -910,8 +910,6 @@ def block_essay_cost(root: Path) -> str:
 def steps_per_epoch(cfg: dict) -> dict[str, int]:
     """Optimiser steps per epoch of E1, E2 and E3's training at ``cfg`` (batches of ``batch_size`` over the training
     prompts, the last one partial), keyed by config section."""
-    import math
-
     h, t, st = cfg["heads"], cfg["theorem31"], cfg["statistical"]
     return {"heads": math.ceil(h["n_prompts"] * (1 - h["test_fraction"]) / h["batch_size"]),
             "theorem31": math.ceil(t["n_prompts"] * (1 - t["test_fraction"]) / t["batch_size"]),
