@@ -120,7 +120,7 @@ def test_gpu_training_loss_is_set_beside_the_cpu_records_of_the_same_setting(tmp
     (root / dn.DEVICE_BENCH).parent.mkdir(parents=True)
     shutil.copy(REPO_ROOT / dn.DEVICE_BENCH, root / dn.DEVICE_BENCH)
     bench = json.loads((root / dn.DEVICE_BENCH).read_text())
-    gpu = next(r for r in max(bench["runs"], key=lambda run: len(run["rows"]))["rows"]
+    gpu = next(r for r in dn._most_shared_run(bench)["rows"]
                if r["step"] == "heads_train_published_H1_p60")
     last = max(int(k) for k in gpu["mean_train_loss"])
     assert "GPU / CPU" not in dn.block_gpu_measured(root)

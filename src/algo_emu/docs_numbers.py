@@ -932,6 +932,11 @@ def device_step_label(step: str) -> str:
     return f"E3 {m['mode']} H = {m['sH']}" + (" weight-blind" if m["skind"] == "blind" else "")
 
 
+def _most_shared_run(bench: dict) -> dict:
+    """The run of :data:`DEVICE_BENCH` whose steps ran with the most jobs at once."""
+    return max(bench["runs"], key=lambda run: max((r["jobs_at_once"] for r in run["rows"]), default=0))
+
+
 def gpu_measured(root: Path) -> dict | None:
     """What the GPU script's committed runs (:data:`DEVICE_BENCH`) timed: the GPU, one job alone (ms per step,
     its shape), the most-shared run (jobs at once, its range of ms per step), and the shared GPU's throughput
@@ -942,7 +947,7 @@ def gpu_measured(root: Path) -> dict | None:
     b = read_json(f)
     rows = [r for run in b["runs"] for r in run["rows"]]
     alone = [r for r in rows if r["jobs_at_once"] == 1 and r["ms_per_step"]]
-    shared = max(b["runs"], key=lambda run: max((r["jobs_at_once"] for r in run["rows"]), default=0))
+    shared = _most_shared_run(b)
     if not alone or not b["sharing"] or not shared["rows"]:
         return None
     ms = [r["ms_per_step"] for r in shared["rows"] if r["ms_per_step"]]
@@ -1063,7 +1068,7 @@ def block_gpu_measured(root: Path) -> str:
                   f"{_g(r['minutes_every_epoch'], 3)} |" for r in run["rows"]]
         lines.append("")
     cmp = []
-    for r in max(b["runs"], key=lambda run: len(run["rows"]))["rows"]:
+    for r in _most_shared_run(b)["rows"]:
         m = _DEVICE_STEP.match(r["step"])
         losses = {int(k): v for k, v in r.get("mean_train_loss", {}).items()}
         if not m or not m["H"] or not losses:
