@@ -29,10 +29,12 @@
 # Settings not finished are named in status.json and README.md (SUMMARY.md) with why: cut at the deadline
 # (epoch k/N reached), failed (exit code, last log line), blocked (a step it needs did not finish), not
 # started (no time left) or not selected (EXPERIMENTS). Training checkpoints are written every epoch; those
-# of unfinished steps (and finished frozen models whose evaluation did not run) come back in resume.tar.gz:
-# RESUME=<that file> continues them in a later call. REUSE_DIR (default results/reference/gpu in the copy
-# sent, i.e. a committed earlier run) supplies settings already complete, when its config hash matches, and
-# its resume.tar.gz (if committed there) is the default RESUME. A checkpoint of other code or config is
+# of unfinished steps (and finished frozen models whose evaluation did not run) come back in resume.tar.gz, or
+# cut into resume.tar.gz.part00, .part01, ... when larger than one returned file may be (RESUME_PART_MIB); what
+# does not fit in the files a runner returns is left out setting by setting, the longest-trained kept first,
+# and SUMMARY.md says which. RESUME=<that file, or its first part> continues them in a later call. REUSE_DIR
+# (default results/reference/gpu in the copy sent, i.e. a committed earlier run) supplies settings already
+# complete, when its config hash matches, and its resume state (if committed there) is the default RESUME. A checkpoint of other code or config is
 # ignored by the trainer (its fingerprint), so a stale RESUME costs only the time to unpack it.
 #
 # Returned under $OUT (flat: a remote runner may return at most 8 files, no more than 2 folders deep):
@@ -42,7 +44,8 @@
 #   status.json           per experiment: wanted / complete / missing settings; per step: state, seconds, epochs
 #   device.json           GPU name, driver, torch and CUDA versions, CPU count
 #   logs.tar.gz           every step's log (per-epoch times: the numbers to size the next budget)
-#   resume.tar.gz         checkpoints and frozen models of unfinished work (absent when nothing is unfinished)
+#   resume.tar.gz         checkpoints and frozen models of unfinished work (absent when nothing is unfinished),
+#                         or resume.tar.gz.part00, .part01, ... (cat joins them) when over RESUME_PART_MIB
 # Exit status: 0 every selected setting complete, 3 partial (records written, missing ones named), 1 nothing.
 #
 # Knobs (environment): OUT (required), BUDGET=540, RESERVE=60 (phase 2 + 3), MAX_JOBS=4 (or the CPU count if fewer),
@@ -50,7 +53,8 @@
 # DEVICE=cuda (tiny: cpu), EXPERIMENTS="heads theorem31 ames statistical p_sweep independent",
 # COMPILE=0|1|config (torch.compile the training step; default 0: compile time on 16 concurrent jobs would eat
 # the budget and inductor is untried there; E1's sweep config hash does not include it), THREADS=1 (torch
-# threads per step), WORK=/tmp/algo-emu-gpu (scratch), RESUME, REUSE_DIR, GIT_COMMIT (recorded in
+# threads per step), WORK=/tmp/algo-emu-gpu (scratch), RESUME, REUSE_DIR, RESUME_PART_MIB=15 (largest part),
+# RETURN_FILES=8 (files a runner returns), SPARE_FILES=1 (of those, left for the caller's own), GIT_COMMIT (recorded in
 # device.json; the copy sent has no .git), PYTHON (default python3: the one holding torch there).
 set -uo pipefail
 : "${OUT:?set OUT (the folder the results are written to)}"
@@ -101,6 +105,7 @@ def say(msg):
 
 
 from algo_emu.config import load_config  # noqa: E402
+from algo_emu.io import join_parts, pack_parts  # noqa: E402
 from algo_emu.runtime import config_hash  # noqa: E402
 from algo_emu.experiments.step_keys import OMITTED_AT  # noqa: E402
 from algo_emu.experiments.heads_settings import p_sweep_protocol, settings as heads_settings, setting_name  # noqa: E402
@@ -157,12 +162,17 @@ if (REUSE / "status.json").is_file():
                 shutil.copytree(REUSE / d, WORK / "results" / d, dirs_exist_ok=True)
         reused = True
         say(f"reusing the records of {REUSE} (config hash {CHASH})")
-        if not RESUME and (REUSE / "resume.tar.gz").is_file():
-            RESUME = str(REUSE / "resume.tar.gz")
+        for cand in ("resume.tar.gz", "resume.tar.gz.part00"):  # whole, or cut into parts (below)
+            if not RESUME and (REUSE / cand).is_file():
+                RESUME = str(REUSE / cand)
     else:
         say(f"not reusing {REUSE}: config hash {old.get('config_hash')} != {CHASH}")
 if RESUME:
-    with tarfile.open(RESUME) as tf:
+    try:  # RESUME names the whole file or one of its parts (resume.tar.gz.part00, ...): joined here
+        whole = join_parts(RESUME, WORK / ".resume-joined.tar.gz")
+    except FileNotFoundError as exc:
+        sys.exit(f"RESUME: {exc}")
+    with tarfile.open(whole) as tf:
         try:
             tf.extractall(WORK, filter="data")
         except TypeError:  # Python without extraction filters
@@ -628,6 +638,41 @@ except Exception:  # noqa: BLE001
     pass
 gpu_name = devinfo.get("gpu") or f"{DEVICE} (no GPU)"
 
+# ------------------------------------------------------------------------------------------ resume state
+# Checkpoints and frozen models of the settings not complete (what a later call with RESUME continues from). A remote
+# runner returns at most RETURN_FILES files of 16 MiB: beside the OUT_FILES, the state comes back as resume.tar.gz,
+# or cut into resume.tar.gz.part00, .part01, ... (RESUME_PART_MIB each) in the files left, SPARE_FILES kept free for
+# the caller's own (an nvidia-smi log). What does not fit is left out whole, setting by setting: the settings whose
+# training ran longest are kept first (their loss would cost the most GPU time to redo).
+OUT_FILES = ("SUMMARY.md", "status.json", "device.json", "gpu_reference.tar.gz", "logs.tar.gz")
+PART_BYTES = int(float(E.get("RESUME_PART_MIB", 15)) * 2**20)
+MAX_PARTS = int(E.get("RETURN_FILES", 8)) - len(OUT_FILES) - int(E.get("SPARE_FILES", 1))
+
+
+def resume_files(key):
+    keep = []
+    for t in TASKS:
+        if t.setting == key and t.train:
+            keep += [o for o in t.outputs if Path(o).is_file() and o.endswith(".pt")]
+            keep += [a for i, a in enumerate(t.argv) if t.argv[i - 1] == "--checkpoint" and Path(a).is_file()]
+            for i, a in enumerate(t.argv):
+                if t.argv[i - 1] == "--checkpoint-dir" and Path(a).is_dir():
+                    keep += [str(x) for x in Path(a).glob("*.pt")]
+    keep = sorted(set(keep))
+    return keep + [k + ".json" for k in keep if Path(k + ".json").is_file()]
+
+
+trained_s = {}
+for t in TASKS:
+    if t.train and t.start:
+        trained_s[t.setting] = trained_s.get(t.setting, 0.0) + ((t.end or time.time()) - t.start)
+groups = sorted(((key, resume_files(key)) for key in SETTINGS if not complete(key)), key=lambda g: -trained_s.get(g[0], 0.0))
+written, packed = pack_parts([g for g in groups if g[1]], OUT, "resume.tar.gz", PART_BYTES, MAX_PARTS, WORK)
+status["resume"] = {
+    "files": [f.name for f in written], "part_mib": PART_BYTES / 2**20, "max_parts": MAX_PARTS,
+    "settings": [{"experiment": x["key"][0], "setting": x["key"][1], "trained_s": round(trained_s.get(x["key"], 0.0), 1),
+                  "gz_bytes": x["gz_bytes"], "returned": x["returned"]} for x in packed]}
+
 missing_total = sum(len(e["missing"]) for e in status["experiments"].values())
 wanted_total = sum(len(e["wanted"]) for e in status["experiments"].values())
 status["complete"] = missing_total == 0 and not status["aggregation_failed"]
@@ -651,6 +696,15 @@ for exp, e in status["experiments"].items():
         lines += ["", f"## {exp}: missing", ""] + [f"- {k}: {v}" for k, v in e["missing"].items()]
 if status["aggregation_failed"]:
     lines += ["", "## Aggregation steps that did not finish", ""] + [f"- {x}" for x in status["aggregation_failed"]]
+if status["resume"]["settings"]:
+    r = status["resume"]
+    how = (" + ".join(f"`{f}`" for f in r["files"]) + (" (joined by `cat`, or named by RESUME as they are)" if len(r["files"]) > 1 else "")
+           if r["files"] else "nothing returned")
+    lines += ["", "## Resume state", "", f"Checkpoints of the settings not complete: {how}; parts of at most "
+              f"{r['part_mib']:g} MiB, at most {r['max_parts']}. A setting left out starts again from epoch 0 in the next call.",
+              "", "| setting | training s | gz MiB | returned |", "|---|---|---|---|"]
+    lines += [f"| {x['experiment']} {x['setting']} | {x['trained_s']:.0f} | {x['gz_bytes'] / 2**20:.2f} | "
+              f"{'yes' if x['returned'] else 'no: over the return limit'} |" for x in r["settings"]]
 lines += ["", "## Steps (seconds from the start; training progress)", "", "| step | state | start | wall | progress |",
           "|---|---|---|---|---|"]
 for s in status["steps"]:
@@ -667,28 +721,8 @@ with tarfile.open(OUT / "gpu_reference.tar.gz", "w:gz") as tf:
     tf.add(GPU, arcname="gpu")
 with tarfile.open(OUT / "logs.tar.gz", "w:gz") as tf:
     tf.add(WORK / "logs", arcname="logs")
-# resume: checkpoints and frozen models of settings not complete (what a later call with RESUME continues from)
-keep = []
-for (exp, name), info in SETTINGS.items():
-    if complete((exp, name)):
-        continue
-    for t in TASKS:
-        if t.setting == (exp, name) and t.train:
-            keep += [o for o in t.outputs if Path(o).is_file() and o.endswith(".pt")]
-            keep += [a for i, a in enumerate(t.argv) if t.argv[i - 1] == "--checkpoint" and Path(a).is_file()]
-            for i, a in enumerate(t.argv):
-                if t.argv[i - 1] == "--checkpoint-dir" and Path(a).is_dir():
-                    keep += [str(x) for x in Path(a).glob("*.pt")]
-keep = sorted(set(keep))
-for k in [k for k in keep if k.endswith(".pt") and Path(k + ".json").is_file()]:
-    keep.append(k + ".json")
-if keep:
-    with tarfile.open(OUT / "resume.tar.gz", "w:gz") as tf:
-        for k in keep:
-            tf.add(k)
-    if (OUT / "resume.tar.gz").stat().st_size > 15 * 2**20:
-        (OUT / "resume.tar.gz").unlink()
-        print("resume.tar.gz over 15 MiB: not returned (a remote runner may return at most 16 MiB a file)")
+if len(list(OUT.iterdir())) > int(E.get("RETURN_FILES", 8)):
+    print(f"{len(list(OUT.iterdir()))} files under $OUT: more than the RETURN_FILES a remote runner returns")
 for f in sorted(OUT.iterdir()):
     size = f.stat().st_size
     print(f"$OUT/{f.name}: {size / 2**20:.2f} MiB" + ("  OVER the 16 MiB a remote runner may return" if size > 16 * 2**20 else ""))

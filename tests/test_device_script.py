@@ -4,7 +4,8 @@ Fast: both device scripts parse, and the script's --params slices are the rules'
 records Snakemake would write). Slow (`pytest -m slow`, minutes on 2 cores): a whole tiny run writes records,
 tables and figures of every trained experiment into the files a remote run returns; a run whose budget
 cannot fit one experiment names that experiment's settings as missing (cut at the deadline), aggregates only
-what finished and returns the checkpoints to resume from.
+what finished and returns the checkpoints to resume from; a second call named the first of those cut into
+parts resumes from them, and with no file left for its own state names every setting as not returned.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from algo_emu.io import split_file
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "device_paper_scale.sh"
@@ -184,3 +187,24 @@ def test_setting_cut_at_the_deadline_is_named_missing(tmp_path):
     with tarfile.open(files["resume.tar.gz"]) as tf:
         resume = tf.getnames()
     assert "results/theorem31/checkpoints/p4.pt" in resume and "results/theorem31/checkpoints/blind_p4.pt" in resume
+    assert status["resume"]["files"] == ["resume.tar.gz"]
+    assert [x["returned"] for x in status["resume"]["settings"]] == [True, True] and "## Resume state" in summary
+
+    # the state cut into parts (as a larger one comes back): a second call named the first part joins them and
+    # continues both jobs from their checkpoints; with no file left for a resume state (RETURN_FILES=6), its own
+    # state does not come back, and its summary says so setting by setting
+    parts = split_file(files["resume.tar.gz"], files["resume.tar.gz"].stat().st_size // 2 + 1, tmp_path / "parts")
+    assert len(parts) == 2
+    rc2, out2, log2 = _run(tmp_path / "second", CONFIG=str(config), EXPERIMENTS="theorem31", BUDGET="480", RESERVE="120",
+                           RESUME=str(parts[0]), RETURN_FILES="6")
+    files2 = _returned(out2)
+    assert rc2 == 1 and f"resumed from {parts[0]}" in log2, log2[-3000:]
+    with tarfile.open(files2["logs.tar.gz"]) as tf:
+        logs = {n: tf.extractfile(n).read().decode() for n in tf.getnames() if n.endswith(".log")}
+    resumed = [n for n, text in logs.items() if "resumed from results/theorem31/checkpoints/" in text]
+    assert len(resumed) == 2, {n: t[-500:] for n, t in logs.items()}
+    status2 = json.loads(files2["status.json"].read_text())
+    assert status2["resume"]["max_parts"] == 0 and status2["resume"]["files"] == []
+    assert [x["returned"] for x in status2["resume"]["settings"]] == [False, False]
+    assert not [n for n in files2 if n.startswith("resume")]
+    assert "no: over the return limit" in files2["SUMMARY.md"].read_text()
