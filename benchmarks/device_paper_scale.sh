@@ -646,7 +646,8 @@ gpu_name = devinfo.get("gpu") or f"{DEVICE} (no GPU)"
 # training ran longest are kept first (their loss would cost the most GPU time to redo).
 OUT_FILES = ("SUMMARY.md", "status.json", "device.json", "gpu_reference.tar.gz", "logs.tar.gz")
 PART_BYTES = int(float(E.get("RESUME_PART_MIB", 15)) * 2**20)
-MAX_PARTS = int(E.get("RETURN_FILES", 8)) - len(OUT_FILES) - int(E.get("SPARE_FILES", 1))
+RETURN_FILES = int(E.get("RETURN_FILES", 8))
+MAX_PARTS = RETURN_FILES - len(OUT_FILES) - int(E.get("SPARE_FILES", 1))
 
 
 def resume_files(key):
@@ -721,8 +722,8 @@ with tarfile.open(OUT / "gpu_reference.tar.gz", "w:gz") as tf:
     tf.add(GPU, arcname="gpu")
 with tarfile.open(OUT / "logs.tar.gz", "w:gz") as tf:
     tf.add(WORK / "logs", arcname="logs")
-if len(list(OUT.iterdir())) > int(E.get("RETURN_FILES", 8)):
-    print(f"{len(list(OUT.iterdir()))} files under $OUT: more than the RETURN_FILES a remote runner returns")
+if len(list(OUT.iterdir())) > RETURN_FILES:
+    print(f"{len(list(OUT.iterdir()))} files under $OUT: more than the {RETURN_FILES} a remote runner returns")
 for f in sorted(OUT.iterdir()):
     size = f.stat().st_size
     print(f"$OUT/{f.name}: {size / 2**20:.2f} MiB" + ("  OVER the 16 MiB a remote runner may return" if size > 16 * 2**20 else ""))
