@@ -345,7 +345,9 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
     assert "results/tables/essay_claims.csv" in essay.targets + essay.extras
     rows = [(ames, "done", {}, None), (cp.ames_setting("corrected", seeds), "todo", {}, None), (essay, "done", {}, None)]
 
-    text = "\n".join(page.other_sections(d, rows, cfg, "reference.yaml"))
+    rows_out: list = []
+    text = "\n".join(page.other_sections(d, rows, cfg, "reference.yaml", rows_out))
+    page.write_verdicts(d, rows_out)
     # the page's verdict rows, as printed, for the README's summary: the done experiments' only
     verdicts = pd.read_csv(d / page.VERDICTS)
     assert set(verdicts.experiment) == {"E4", "E6 (essay)"}
@@ -379,7 +381,7 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
         shutil.copytree(ref / exp, d / exp)
     done3 = [cp.statistical_setting(m, H, seeds) for m, H in (("fitted", 6), ("reference_code", 6), ("fitted", 1))]
     t31 = cp.theorem31_setting(60, seeds)
-    more = "\n".join(page.other_sections(d, [(s, "done", {}, None) for s in (*done3, t31)], cfg, "reference.yaml"))
+    more = "\n".join(page.other_sections(d, [(s, "done", {}, None) for s in (*done3, t31)], cfg, "reference.yaml", []))
     assert set(pd.read_csv(d / "tables/statistical_emulation.csv").heads) == {6}
     assert set(pd.read_csv(d / "tables/f_emulation.csv").p) == {60}
     assert "statistical/fitted_H1 (made; tabled once its H is done in every mode)" in more
@@ -388,8 +390,9 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
     assert (d / "figures/statistical_heads.png").is_file() and (d / "figures/f_emulation.png").is_file()
 
     # an experiment with no done setting left keeps no derived table or figure
-    assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x") == []
-    assert not (d / page.VERDICTS).exists()
+    none_left: list = []
+    assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x", none_left) == []
+    assert none_left == [] and not (d / page.VERDICTS).exists()
     assert not list(d.glob("tables/ames*")) and not list(d.glob("figures/ames*")) and not list(d.glob("figures/essay*"))
     assert not list(d.glob("tables/statistical*")) and not list(d.glob("tables/f_*")) and not list(d.glob("figures/f_*"))
 

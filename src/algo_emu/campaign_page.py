@@ -281,9 +281,10 @@ def essay_section(set_dir: Path, cfg: dict, config_name: str, rows_out: list | N
             "The float64 equivalences the essay's claims build on (no training): `tables/essay_equivalences.md`.", ""]
 
 
-def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> list[str]:
+def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str, verdicts: list) -> list[str]:
     """The sections of every experiment but E1 with a done setting, in the campaign's priority order, each
-    from its done settings only; an experiment with none keeps no derived table or figure."""
+    from its done settings only; an experiment with none keeps no derived table or figure. Their verdict rows are
+    appended to ``verdicts``."""
     done: dict[str, list] = {}
     left: dict[str, list[str]] = {}
     for s, st, _, _ in rows:
@@ -291,7 +292,6 @@ def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> li
             (done.setdefault(s.experiment, []).append(s) if st in ("done", "adopted")
              else left.setdefault(s.experiment, []).append(s.name))
     out: list[str] = []
-    verdicts: list = []
     for exp in DERIVED:
         if exp not in done:
             _drop(set_dir, DERIVED[exp])
@@ -304,12 +304,16 @@ def other_sections(set_dir: Path, rows: list, cfg: dict, config_name: str) -> li
         else:
             section = statistical_section if exp == "statistical" else theorem31_section
             out += section(set_dir, settings_done, cfg, config_name, left.get(exp, []), verdicts)
+    return out
+
+
+def write_verdicts(set_dir: Path, verdicts: list) -> None:
+    """Every verdict row of the page (E1's first), the table the README's summary counts."""
     if verdicts:
         from algo_emu.io import write_csv
         from algo_emu.report import replication as rep
 
         write_csv(set_dir / VERDICTS, rep.rows_frame(verdicts))
-    return out
 
 
 def _unpin_config_path(readme: Path, wt: Path, config: str) -> None:
@@ -507,12 +511,16 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                         "figures/prompt_length_vs_mse.*"):
             for f in set_dir.glob(pattern):
                 f.unlink()
-    others = other_sections(set_dir, rows, cfg, Path(state["config"]).name)
+    other_verdicts: list = []
+    others = other_sections(set_dir, rows, cfg, Path(state["config"]).name, other_verdicts)
+    e1_verdicts: list = []
     if e1_metrics:
-        refset.e1_page(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
-                               metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page",
-                               sections=others)
+        e1 = refset.e1_page(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
+                            metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page",
+                            sections=others)
+        e1_verdicts = e1["rows"]
         _unpin_config_path(set_dir / "README.md", wt, state["config"])
     else:
         write_text(set_dir / "README.md", "# The paper's scale: the campaign's committed set\n\n" + "\n".join(pre)
                    + "\nNo E1 setting is done yet.\n\n" + "\n".join(others))
+    write_verdicts(set_dir, e1_verdicts + other_verdicts)

@@ -235,7 +235,7 @@ def paper_other_lines(root: Path, order: list[str]) -> list[str]:
     rows = pd.read_csv(path)
     rows["short"] = rows.verdict.map(_short_verdict)
     made = rows[rows.verdict != MISSING]
-    lines = ["", "**E2-E4 and the essay at the paper's scale**, from the campaign's settings done (its page's verdict "
+    lines = ["", "**E1-E4 and the essay at the paper's scale**, from the campaign's settings done (its page's verdict "
              f"rows, `{PAPER.as_posix()}/{VERDICTS}`; a row whose setting is not made yet is not counted):", "",
              "| experiment | rows made | verdicts |", "|---|---:|---|"]
     for exp, g in made.groupby("experiment", sort=True):
@@ -250,7 +250,8 @@ def paper_other_lines(root: Path, order: list[str]) -> list[str]:
         for r in paired.itertuples():
             ci = (f" [{_g(r.comparable_ci_low)}, {_g(r.comparable_ci_high)}]"
                   if pd.notna(r.comparable_ci_low) and pd.notna(r.comparable_ci_high) else "")
-            lines.append(f"| {r.experiment} | {r.claim} | {r.setting} | {r.paper_mean:g} ± {r.paper_std:g} | "
+            paper = f"{r.paper_mean:g}" + (f" ± {r.paper_std:g}" if pd.notna(r.paper_std) else "")
+            lines.append(f"| {r.experiment} | {r.claim} | {r.setting} | {paper} | "
                          f"{_g(r.comparable_mean)}{ci} | {r.verdict} |")
     return lines
 

@@ -405,7 +405,7 @@ def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: l
         lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
     lines += [*(sections or []), "## Verdict rules", "", rep.RULES]
     write_text(ref / "README.md", "\n".join(lines) + "\n")
-    return {"missing": missing, "present": settings_done}
+    return {"missing": missing, "present": settings_done, "rows": rows}
 
 
 # ---------------------------------------------------------------------------------------------------------
