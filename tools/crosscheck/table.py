@@ -1,0 +1,178 @@
+"""The published code's numbers (``records/``) beside this pipeline's, made the same way.
+
+E1: the published protocol's composed-head test MSE (mean of per-batch means on the 20 % split, the code's softmax
+axis), per seed, against the paper-scale set's records of the same protocol, H and p (``tables/heads_runs.csv``):
+both are means over independently trained models, compared by rule [paper-number] (|difference| <= 2 combined
+standard errors). E3: the published script's one model on its five evaluation sets, against the set's
+reference_code models at H = 6 (``tables/statistical_runs.csv``), by rule [one-model]; and where the published
+model's training loss first reaches the paper's level (the mean of its three Appendix C.1 values at H = 6), beside
+ours. E4: how the published script fails.
+
+    python tools/crosscheck/table.py [--set results/reference/paper-scale] [--out <set>/crosscheck]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def _load(pattern: str, records: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(records.glob(pattern))]
+
+
+def _ms(values: list[float]) -> tuple[float, float, int]:
+    n = len(values)
+    return statistics.fmean(values), (statistics.stdev(values) if n > 1 else float("nan")), n
+
+
+def e1_rows(records: Path, set_dir: Path) -> list[dict]:
+    from algo_emu.report.replication import agreement
+    from algo_emu import paper_values
+
+    runs = pd.read_csv(set_dir / "tables" / "heads_runs.csv")
+    ours_all = runs[(runs.protocol == "published") & (runs.target == "reference_code") & (runs.p == 60)]
+    out = []
+    recs = _load("e1_H*_seed*.json", records)
+    for H in sorted({r["heads"] for r in recs}):
+        theirs = [r for r in recs if r["heads"] == H and r["epochs"] == 50]
+        vals = [r["test_mse"] for r in sorted(theirs, key=lambda r: r["seed"])]
+        ours = ours_all[ours_all.heads == H].sort_values("seed")
+        ov = ours.mse_batchmean.tolist()
+        tm, ts, tn = _ms(vals)
+        om, osd, on = _ms(ov) if ov else (float("nan"), float("nan"), 0)
+        pm, ps = paper_values.paper_heads(H)
+        row = {"experiment": "E1", "setting": f"H={H}, p=60, 50 epochs, N=50000", "metric":
+               "composed-head test MSE, mean of per-batch means (published protocol)",
+               "published_code": ", ".join(f"{v:.3g}" for v in vals), "published_code_mean": tm, "published_code_sd": ts,
+               "published_code_n": tn, "ours_mean": om, "ours_sd": osd, "ours_n": on, "paper_mean": pm, "paper_sd": ps,
+               "seeds_published_code": [r["seed"] for r in sorted(theirs, key=lambda r: r["seed"])],
+               "kqv_published_code": [round(statistics.fmean(r["test_kqv"][i] for r in theirs), 4) for i in range(3)]
+               if theirs and all(r.get("test_kqv") for r in theirs) else None,
+               "kqv_ours": [round(float(ours[f"mse_{m}"].mean()), 4) for m in "KQV"] if on else None,
+               "minutes_per_seed_published_code": statistics.fmean(r["seconds"] for r in theirs) / 60 if theirs else None}
+        row["verdict"] = (agreement(om, osd, on, tm, ts, tn) if tn > 1 and on > 1 else "too few runs")
+        row["rule"] = "[paper-number]: both are means over independently trained models"
+        out.append(row)
+    return out
+
+
+def e3_rows(records: Path, set_dir: Path) -> list[dict]:
+    from algo_emu.report.replication import agreement_one_model
+    from algo_emu import paper_values
+
+    runs = pd.read_csv(set_dir / "tables" / "statistical_runs.csv")
+    out = []
+    for rec in _load("e3_H6_data*.json", records):
+        for algo in ("lasso", "ridge", "linear"):
+            vals = rec["test_loss_per_eval_seed"][algo]
+            k = len(vals)
+            mean0 = statistics.fmean(vals)
+            sd0 = statistics.pstdev(vals)  # the script prints numpy's std (ddof = 0)
+            ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)]
+            om, osd, on = _ms(ours.mse.tolist())
+            i = paper_values.STATISTICAL_HEADS["heads"].index(6)
+            verdict, z = agreement_one_model(mean0, sd0, k, om, osd, on)
+            out.append({"experiment": "E3", "setting": f"{algo}, H=6, 300 epochs, N=50000 (data seed {rec['data_seed']})",
+                        "metric": "test MSE against the noisy y, one model, five evaluation sets",
+                        "published_code": ", ".join(f"{v:.4g}" for v in vals), "published_code_mean": mean0,
+                        "published_code_sd": sd0, "published_code_n": k, "ours_mean": om, "ours_sd": osd, "ours_n": on,
+                        "paper_mean": paper_values.STATISTICAL_HEADS[algo]["mean"][i],
+                        "paper_sd": paper_values.STATISTICAL_HEADS[algo]["std"][i],
+                        "verdict": verdict, "z": z, "rule": "[one-model]: the published script trains one model",
+                        "minutes_published_code": rec["seconds"] / 60})
+    return out
+
+
+def e3_epochs(records: Path, set_dir: Path) -> list[str]:
+    """Where the published model's training loss first reaches the paper's level, beside ours (the product's own
+    reading of our curves: :func:`algo_emu.experiments.statistical_tables.paper_on_training_curve`)."""
+    from algo_emu.experiments.statistical_tables import paper_on_training_curve
+
+    ours = paper_on_training_curve(sorted(str(p) for p in
+                                          set_dir.glob("statistical/runs/reference_code_H6/seed*/metrics.json")))
+    ours = [d for d in ours if d["heads"] == 6]
+    lines = []
+    level = ours[0]["level"] if ours else None
+    for rec in _load("e3_H6_data*.json", records):
+        curve = rec["train_loss_per_epoch"]
+        if level is None or not curve:
+            continue
+        first = next((e + 1 for e, v in enumerate(curve) if v <= level), None)
+        at = lambda e: f"{curve[min(e, len(curve)) - 1]:.3g} at epoch {min(e, len(curve))}"  # noqa: E731
+        lines.append(f"- published code (data seed {rec['data_seed']}, one model): {at(1)}, {at(100)}, {at(len(curve))}; "
+                     f"first at or below the paper's level {level:.4g} at epoch {first if first else 'never'}")
+    for d in ours:
+        mc = d["mean_curve"]
+        lines.append(f"- ours (the set's reference_code H = 6, mean over {len(d['seeds'])} seeds): {mc[0]:.3g} at epoch 1, "
+                     f"{mc[99]:.3g} at epoch 100, {mc[-1]:.3g} at epoch {len(mc)}; first at or below the paper's level at "
+                     f"epoch {d['cross_epoch']} (each seed: {min(c for c in d['seed_cross'] if c)}-"
+                     f"{max(c for c in d['seed_cross'] if c)}); held out at the end: {d['heldout_mixed']:.3g}")
+    return lines
+
+
+def _g(x) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
+
+
+def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
+    from algo_emu.io import write_csv, write_text
+
+    rows = e1_rows(records, set_dir) + e3_rows(records, set_dir)
+    frame = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "crosscheck.csv", frame)
+    e4 = json.loads((records / "e4.json").read_text()) if (records / "e4.json").is_file() else None
+    recs = _load("*.json", records)
+    changes = {r["experiment"]: r.get("changes", []) for r in recs}
+    envs = sorted({json.dumps(r.get("environment", {}), sort_keys=True) for r in recs})
+    md = ["# The published code beside ours", "",
+          "The paper's published code (its authors' repository at commit 6d39297, not part of this project) run on "
+          "this project's CPU, changing only what is listed below, beside this set's records of the same settings, "
+          "made the same way. Rebuild: `python tools/crosscheck/table.py`; run the code again (a checkout of that "
+          "repository and about 8 CPU-hours): the commands at the top of `tools/crosscheck/published.py`.", "",
+          "| experiment | setting | published code (per run) | published code mean ± sd (n) | ours mean ± sd (n) | "
+          "paper | verdict (rule) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {r['experiment']} | {r['setting']} | {r['published_code']} | {_g(r['published_code_mean'])} ± "
+                  f"{_g(r['published_code_sd'])} ({r['published_code_n']}) | {_g(r['ours_mean'])} ± {_g(r['ours_sd'])} "
+                  f"({r['ours_n']}) | {_g(r['paper_mean'])} ± {_g(r['paper_sd'])} | {r['verdict']} ({r['rule']}) |")
+    k = [r for r in rows if r["experiment"] == "E1" and r.get("kqv_published_code")]
+    if k:
+        md += ["", "E1's K / Q / V emulators' test MSE (mean over runs): " + "; ".join(
+            f"H = {r['setting'].split(',')[0][2:]}: published code {r['kqv_published_code']}, ours {r['kqv_ours']}"
+            for r in k) + "."]
+    ep = e3_epochs(records, set_dir)
+    if ep:
+        md += ["", "E3, training loss (MSE against the noisy y on the mixed training prompts) against the paper's level "
+               "(the mean of its three H = 6 values):", "", *ep]
+    if e4:
+        md += ["", "E4: the published script as written: `main()`: " + e4["main"] + "; its model built with main()'s "
+               "own values (hidden 2 x 262 = 524, 8 heads): " + e4["model_with_main_values"] + "."]
+    md += ["", "## What was changed to run it", ""]
+    for exp, ch in sorted(changes.items()):
+        md += [f"- {exp}: " + "; ".join(ch)]
+    md += ["", "Environment(s): " + "; ".join(envs), ""]
+    write_text(out / "README.md", "\n".join(md))
+    return frame
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=Path, default=HERE / "records")
+    ap.add_argument("--set", dest="set_dir", type=Path, default=ROOT / "results/reference/paper-scale")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    write(args.records, args.set_dir, args.out or args.set_dir / "crosscheck")
+
+
+if __name__ == "__main__":
+    main()
