@@ -300,7 +300,7 @@ def test_paper_values_on_our_training_curve_cross_at_the_exact_epoch_and_count_s
     never = [_training_record(tmp_path / "e.json", "reference_code", 6, 0, [1.0] * 5, (1, 1, 1))]
     [d] = statistical_tables.paper_on_training_curve(never)
     assert d["cross_epoch"] is None and d["seed_cross"] == [None]
-    from algo_emu.campaign_page import training_vs_paper_lines
+    from tools.campaign.page import training_vs_paper_lines
 
     (tmp_path / "figures").mkdir()
     text = "\n".join(training_vs_paper_lines(tmp_path, never))

@@ -4,7 +4,7 @@ A result number (an MSE, a ratio, a verdict count, a time) is never typed by han
 in a marked block that this module fills from the committed files,
 
     <!-- generated: NAME -->
-    ...                      (written by `python -m algo_emu.docs_numbers --write`)
+    ...                      (written by `python -m tools.docs_numbers --write`)
     <!-- /generated -->
 
 and ``--check`` (run by tests/test_docs_numbers.py) fails when a block differs from what the committed
@@ -14,7 +14,7 @@ files give, naming the block. Sources, all inside the repository:
   the experiments' tables, ``tables/learning_curves_summary.csv``, ``manifest.json`` (job wall times);
 - ``results/reference/paper-scale/`` (``config/config.yaml``, made by ``make campaign``): the E1 tables and
   per-seed records (wall time, learning curves); the settings still missing come from
-  :func:`algo_emu.campaign.settings` (a setting is present when all its per-seed records are in the set);
+  :func:`tools.campaign.core.settings` (a setting is present when all its per-seed records are in the set);
 - ``benchmarks/engine.json`` (``make bench``) and, once it exists, ``benchmarks/paper_scale.json`` (the
   paper-scale cost benchmark the campaign predicts from) with ``benchmarks/paper_scale_<machine>.json`` (the same
   benchmark on other CPUs), and ``benchmarks/essay_bar.json`` (what the essay's model reaches against its gate);
@@ -133,7 +133,7 @@ def _config(root: Path, name: str) -> dict:
 def paper_scale_settings(root: Path) -> list[tuple[object, bool, float | None]]:
     """(setting, present, wall seconds) for every campaign setting of config/config.yaml; present: made at the
     campaign's commit or adopted by a replay (the campaign's own status), never records it left out."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     state = cp.load_state(root / PAPER)
     out = []
@@ -182,7 +182,7 @@ def block_summary(root: Path) -> str:
     lines += ["", "A trained row at this scale reads *not comparable* wherever its budget is below the paper's; "
               "*supported* there means supported at reduced scale.", ""]
     # E1 at the paper's scale beside the paper
-    from algo_emu.campaign import PRE
+    from tools.campaign.core import PRE
 
     rows = {r.setting: r for r in paper_e1_rows(root)}
     pre = {r.setting: r for r in paper_e1_rows(root, PRE)}
@@ -227,7 +227,7 @@ def block_summary(root: Path) -> str:
 def paper_other_lines(root: Path, order: list[str]) -> list[str]:
     """E2-E4 and the essay at the paper's scale: the campaign page's own verdict rows (``campaign_page.VERDICTS``),
     counted per experiment, and each row with a paper number beside ours; nothing while the set has none."""
-    from algo_emu.campaign_page import MISSING, VERDICTS
+    from tools.campaign.page import MISSING, VERDICTS
 
     path = root / PAPER / VERDICTS
     if not path.is_file():
@@ -309,7 +309,7 @@ def block_scales(root: Path) -> str:
     n_ref = len(read_json(root / REF / "manifest.json").get("benchmarks", {}).get("jobs", {}))
     done = [(s, w) for s, present, w in paper_scale_settings(root) if present and w]
     e1 = [w for s, w in done if s.experiment == "heads"]
-    from algo_emu.campaign import PRE
+    from tools.campaign.core import PRE
 
     pre = []
     for d in sorted((root / PAPER / PRE).glob("heads/*/runs/H*_p*")):
@@ -345,14 +345,14 @@ PREDICTION_TOLERANCE = 0.25
 def paper_benchmarks(root: Path) -> list[tuple[Path, dict]]:
     """Every committed paper-scale benchmark: ``benchmarks/paper_scale.json`` (the machine the cost table is
     priced on) first, then ``benchmarks/paper_scale_*.json`` (the same benchmark on other machines)."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     return [(p, read_json(p)) for p in cp.benchmark_files(root)]
 
 
 def _done_settings(root: Path) -> list[tuple[object, dict]]:
     """(setting, its campaign.json entry) of every setting the campaign finished."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     state_path = root / PAPER / "campaign.json"
     if not state_path.is_file():
@@ -421,7 +421,7 @@ def _calls_of_timed_epochs(calls: list[dict], resumed_at: list[int]) -> list[int
 
 def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict]]) -> str | None:
     """One row of the README's check table: a done setting against the benchmark made by its code on its CPU."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     call = _last_call(root, s, entry)
     code = entry.get("code_version")
@@ -444,8 +444,8 @@ def _prediction_check(root: Path, s, entry: dict, benches: list[tuple[Path, dict
     calls = entry.get("calls") or []
     timed_calls = [calls[i] for i in _calls_of_timed_epochs(calls, call.get("resumed_at", [0]))]
     if any(c.get("load") for c in timed_calls):
-        # measured while each call ran (algo_emu.load): a stall or others' share explains a slow call
-        from algo_emu.load import load_words
+        # measured while each call ran (tools.campaign.load): a stall or others' share explains a slow call
+        from tools.campaign.load import load_words
 
         if len(timed_calls) == 1:
             verdict += f"; that call: {load_words(timed_calls[0]['load'])}"
@@ -469,7 +469,7 @@ def block_paper_scale_cost(root: Path) -> str:
                 "paper-scale setting on 2 CPU cores, from a benchmark of each experiment's training step at the "
                 "paper's shapes. Until it is committed, the only paper-scale times are the measured E1 settings "
                 "above; no estimate of E2-E4 at the paper's scale is given here.\n")
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     b = read_json(path)
     rows = b.get("settings", {})
@@ -809,7 +809,7 @@ def block_reference_cost(root: Path) -> str:
 
 
 def block_paper_e1_curves(root: Path) -> str:
-    from algo_emu.campaign import PRE
+    from tools.campaign.core import PRE
 
     lines = []
     for H in (1, 2):
@@ -855,7 +855,7 @@ def block_essay_claims(root: Path) -> str:
 def block_essay_claims_paper(root: Path) -> str:
     """The essay's claims at config/config.yaml's scale, from the paper-scale set, with the report's verdicts
     (gated on the main model's distance to the Bayes-optimal ridge), or that the setting is not done yet."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
     from algo_emu.essay import claims as ec
     from algo_emu.report import replication as rep
 
@@ -1423,14 +1423,14 @@ def run(write: bool, root: Path = REPO_ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m algo_emu.docs_numbers", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.docs_numbers", description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help="fill every generated block from the committed files")
     g.add_argument("--check", action="store_true", help="exit 1 when a block differs from the committed files")
     args = ap.parse_args(argv)
     problems = run(write=args.write)
     if args.check and problems:
-        print("\n".join(problems) + "\nrun: python -m algo_emu.docs_numbers --write", file=sys.stderr)
+        print("\n".join(problems) + "\nrun: python -m tools.docs_numbers --write", file=sys.stderr)
         return 1
     if args.write:
         print("\n".join(p.replace("is stale", "rewritten") for p in problems) or "every block up to date")

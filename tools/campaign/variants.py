@@ -1,7 +1,7 @@
 """E1's variants (``heads.variants``: ours, never paper-comparable) in the paper-scale set: ``<set>/variants/``.
 
     snakemake --cores 2 heads_variants --configfile config/config.yaml    # in a clean checkout at one commit
-    python -m algo_emu campaign variants --from <that checkout> --dir results/reference/paper-scale
+    python -m tools.campaign variants --from <that checkout> --dir results/reference/paper-scale
 
 ``campaign variants`` (:func:`import_variants`) copies a finished variants run from the checkout's ``results/`` into
 ``<set>/variants/``, keeping the layout it has below ``results/``: each variant's per-seed records
@@ -16,7 +16,7 @@ renamed onto it at the end: a refusal or a crash leaves the set as it was. ``var
 file of the subset (sha256) with the commit that made it; ``python -m algo_emu manifest verify <set>/variants``
 checks it, and the set's own manifest lists the subset's files as well.
 
-The set's page build (:func:`algo_emu.campaign_page.build`) then writes ``variants/README.md`` and the short section
+The set's page build (:func:`tools.campaign.page.build`) then writes ``variants/README.md`` and the short section
 of the set's page (:func:`build`): two questions, each with its rule stated before its numbers, every number read
 from the imported table and curves and from the campaign's own records of the same setting and seeds:
 
@@ -42,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from algo_emu import paper_values
-from algo_emu.campaign import DEFAULT_CONFIG, CampaignError, _git, load_state, pinned_config, pinned_env
+from tools.campaign.core import DEFAULT_CONFIG, CampaignError, _git, load_state, pinned_config, pinned_env
 from algo_emu.io import read_json, utc_now, write_json, write_text
 from algo_emu.runtime import REPO_ROOT, config_hash, cpu_label
 
@@ -372,7 +372,7 @@ def q1_answer(H: int, entry: dict) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 NOT_RUN = ("Not run yet. `snakemake --cores 2 heads_variants --configfile config/config.yaml` in a clean checkout at "
-           "one commit, then `python -m algo_emu campaign variants --from <that checkout>` imports it into "
+           "one commit, then `python -m tools.campaign variants --from <that checkout>` imports it into "
            "`variants/` with its own page and manifest.")
 
 
@@ -528,7 +528,7 @@ def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: s
              f"- `{TABLE}` (and `.md`, `.tex`): one row per variant, seed and member (K, Q, V, and `head`, the "
              f"composed head); `{CURVES}`: the learning curves; `{FIGURE}` (and `.pdf`)",
              f"- `{MANIFEST}`: sha256 of every file and what made it; this page is rebuilt by "
-             "`python -m algo_emu campaign page`", ""]
+             "`python -m tools.campaign page`", ""]
     readme = vdir / README
     text = "\n".join(page)
     if not readme.is_file() or readme.read_text() != text:

@@ -4,7 +4,7 @@ predicted hours), then the replication report built from what is done.
 Only settings made at the pinned commit ("done") or shown identical to it by a replay ("adopted")
 enter the tables; every other record in the set (another commit, a missing seed) is named and left
 out, never averaged in. E1's variants (ours, not paper-comparable) have a short section here and their own page
-and manifest under ``variants/`` (:mod:`algo_emu.campaign_variants`); "not run yet" while the set has none.
+and manifest under ``variants/`` (:mod:`tools.campaign.variants`); "not run yet" while the set has none.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from algo_emu import records
 from algo_emu.io import read_json, write_text
-from algo_emu.load import STALL_SHARE, load_words
+from tools.campaign.load import STALL_SHARE, load_words
 from algo_emu.runtime import REPO_ROOT, cpu_key, cpu_label
 
 STATUS_WORDS = {
@@ -33,7 +33,7 @@ def _fmt_h(seconds: float | None) -> str:
 
 def predicted_seconds(set_dir: Path, s, done_walls: dict[str, float]) -> tuple[float | None, str]:
     """Predicted wall time of a setting on this project's 2-core machine, and where the number comes from."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     bench = cp.predicted_from_benchmark(s)
     if bench is not None:
@@ -340,7 +340,7 @@ def running_words(resume: Path, root: Path) -> str:
 def _progress(files: list[Path]) -> str:
     """How far a running setting's checkpoints are: each one's file name and epoch (a job's finished model says
     so); unreadable files (being written, another format) are left out."""
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
 
     out = []
     for f in sorted(p for p in files if p.suffix == ".pt"):
@@ -359,8 +359,8 @@ def built_by(git: dict) -> str:
     return (git.get("commit") or "?")[:12] + (" with uncommitted changes" if code_dirty else "")
 
 def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
-    from algo_emu import campaign as cp
-    from algo_emu.docs_numbers import essay_bar_summary
+    from tools.campaign import core as cp
+    from tools.docs_numbers import essay_bar_summary
     from algo_emu import refset
     from algo_emu.report.manifest import git_state
 
@@ -466,7 +466,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
                 if c["load"].get("stalls") else "")
              for s, st, e, _ in rows if st == "done" for c in e.get("calls", []) if c.get("load")]
     if loads:
-        pre += ["What shared the machine with each call, measured while it ran (`algo_emu.load`: the job's CPU and "
+        pre += ["What shared the machine with each call, measured while it ran (`tools.campaign.load`: the job's CPU and "
                 "everything else's, as shares of the cores' time; a stall is a stretch in which the job used under "
                 f"{STALL_SHARE:.0%} of one core: paused or starved). A call's epoch times include its stalls and "
                 "slow down with others' share; the cost check in the README reads them beside the prediction:",
@@ -487,7 +487,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     if len(e1_commits) > 1:
         pre += [f"**MIXED: the E1 tables below combine settings made at {len(e1_commits)} commits "
                 f"({', '.join(e1_commits)}); each setting's commit is in the table above.**", ""]
-    from algo_emu import campaign_variants
+    from tools.campaign import variants as campaign_variants
 
     # E1's variants (ours, with their own page and manifest under variants/): beside the campaign's records of the
     # same settings, those made or adopted at its pinned commit only
@@ -499,7 +499,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
         refset.e1_page(
             set_dir / cp.PRE, wt / state["config"],
             "Before the campaign: E1 records made by earlier commits (not the campaign's evidence)",
-            metrics=pre_records, rebuild="python -m algo_emu campaign page",
+            metrics=pre_records, rebuild="python -m tools.campaign page",
             preamble=["These per-seed records were trained before the campaign, by other commits of this project "
                       "on its 2-core machines. They count as the campaign's evidence only once retraining their "
                       "first epoch at its pinned commit reproduces them bit for bit; for each setting here that "
@@ -516,7 +516,7 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     e1_verdicts: list = []
     if e1_metrics:
         e1 = refset.e1_page(set_dir, wt / state["config"], "The paper's scale: the campaign's committed set",
-                            metrics=e1_metrics, preamble=pre, rebuild="python -m algo_emu campaign page",
+                            metrics=e1_metrics, preamble=pre, rebuild="python -m tools.campaign page",
                             sections=others)
         e1_verdicts = e1["rows"]
         _unpin_config_path(set_dir / "README.md", wt, state["config"])

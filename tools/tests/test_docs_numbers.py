@@ -1,7 +1,7 @@
 """No hand-typed result numbers in README.md and docs/: they are generated from the committed sets.
 
 Every result number (an MSE, a ratio, a verdict count, a time) sits in a ``<!-- generated: NAME -->`` block
-filled by :mod:`algo_emu.docs_numbers` from the committed tables; these tests fail when a block is stale, and
+filled by :mod:`tools.docs_numbers` from the committed tables; these tests fail when a block is stale, and
 when prose outside the blocks carries a number that looks like a result and is not on the allow-list of
 non-result numbers (configuration values, rule thresholds, test tolerances, the essay's own predictions).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from algo_emu import docs_numbers as dn
+from tools import docs_numbers as dn
 from algo_emu.runtime import REPO_ROOT
 
 BLOCK = re.compile(r"<!-- generated: [\w-]+ -->\n.*?<!-- /generated -->", re.S)
@@ -75,7 +75,7 @@ def _docs() -> list[str]:
 
 def test_every_generated_block_matches_the_committed_files():
     problems = dn.run(write=False)
-    assert not problems, "\n".join(problems) + "\nrun: python -m algo_emu.docs_numbers --write"
+    assert not problems, "\n".join(problems) + "\nrun: python -m tools.docs_numbers --write"
 
 
 def test_every_generator_has_a_block_and_every_block_a_generator():
@@ -189,7 +189,7 @@ def test_paper_scale_cost_check_needs_a_benchmark_on_the_settings_cpu_and_times_
     checked on the epochs of its last call against that share of the prediction."""
     import json
 
-    from algo_emu import campaign as cp
+    from tools.campaign import core as cp
     from algo_emu.config import load_config
 
     code = "algo_emu 0.1.0 src aaaa"
@@ -329,7 +329,7 @@ def test_cost_check_reads_every_training_job_a_record_reports():
 def test_paper_scale_summary_counts_made_rows_only_and_sets_paper_numbers_beside_ours(tmp_path):
     import pandas as pd
 
-    from algo_emu.campaign_page import MISSING, VERDICTS
+    from tools.campaign.page import MISSING, VERDICTS
 
     assert dn.paper_other_lines(tmp_path, []) == []  # no verdict rows committed: nothing claimed
     nan = float("nan")

@@ -1,4 +1,4 @@
-"""E1's variants in the paper-scale set (algo_emu.campaign_variants): the import of a finished variants run from a
+"""E1's variants in the paper-scale set (tools.campaign.variants): the import of a finished variants run from a
 checkout (tiny records trained here, in a throw-away git checkout of this package), its refusals by name, both
 manifests, the page with and without variants, and the two rules on synthetic tables."""
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from algo_emu import __version__
-from algo_emu import campaign as cp
-from algo_emu import campaign_variants as cv
+from tools.campaign import core as cp
+from tools.campaign import variants as cv
 from algo_emu.config import load_config
 from algo_emu.data import heads as hd
 from algo_emu.experiments import heads as ex
@@ -97,10 +97,10 @@ def _page(run, monkeypatch):
 
 def test_import_copies_the_run_and_both_manifests_verify(run, monkeypatch):
     from algo_emu.cli import main
+    from tools.campaign.__main__ import main as campaign
 
     assert "Not run yet" in _page(run, monkeypatch)  # the page builds without a variants subset
-    assert main(["campaign", "variants", "--dir", str(run["set"]), "--from", str(run["checkout"]),
-                 "--config", CONFIG]) == 0
+    assert campaign(["variants", "--dir", str(run["set"]), "--from", str(run["checkout"]), "--config", CONFIG]) == 0
     vdir = run["set"] / cv.SUBDIR
     got = sorted(p.relative_to(vdir).as_posix() for p in vdir.rglob("*") if p.is_file())
     assert got == sorted(["README.md", "manifest.json", *cv.OUTPUTS,

@@ -1,4 +1,4 @@
-"""The paper-scale campaign (algo_emu.campaign) and manifest verification, on a tiny config.
+"""The paper-scale campaign (tools.campaign) and manifest verification, on a tiny config.
 
 One end-to-end test runs the campaign in a throw-away clone of this repository: pinned to a commit of
 the clone, E1 settings trained through that commit's own Snakemake rules, a setting killed after its
@@ -10,11 +10,13 @@ inputs the campaign must refuse or flag by name.
 import json
 import shutil
 import subprocess
+import sys
+from dataclasses import asdict
 
 import pytest
 import yaml
 
-from algo_emu import campaign as cp
+from tools.campaign import core as cp
 from algo_emu.report import manifest as mf
 from algo_emu.runtime import REPO_ROOT
 
@@ -158,6 +160,33 @@ def test_training_seconds_counts_each_training_job_once_whatever_its_record_shap
     assert cp.training_seconds(wt, e4) == 5.0 + 3.0
 
 
+def test_prediction_prices_every_campaign_setting():
+    """benchmarks/cost.py (the product's cost prediction) names every setting the campaign runs, as the campaign
+    names it: the page and status price each setting from it."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    import cost
+    import paper_scale as ps
+    from algo_emu.config import load_config
+
+    cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
+    rows = ps.build_rows(cfg)
+    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0, "steps_per_job": 100}} for r in rows}}
+    out = cost.predict_hours(bench, cfg)
+    assert set(out["settings"]) == {s.name for s in cp.settings(cfg)}
+    keys = set(bench["rows"])
+    for H in cfg["heads"]["heads_sweep"]:
+        assert f"E1 H={H} p={cfg['heads']['p_heads_sweep']}" in keys
+    for p in cfg["theorem31"]["p_sweep"]:
+        assert f"E2 p={p}" in keys
+    for mode in cfg["statistical"]["modes"]:
+        for H in cfg["statistical"]["heads_sweep"]:
+            assert f"E3 {mode} H={H}" in keys
+    assert out["hours"] > 0 and all(e["jobs"] for e in out["experiments"].values())
+    # every priced job carries its steps (a per-step estimate on other hardware prices them): 100 each here
+    assert out["steps"] == 100 * out["jobs"] == sum(e["steps"] for e in out["experiments"].values())
+    assert abs(out["hours"] - out["jobs"] * 60.0 / 3600) < 1e-9
+
+
 def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
     from algo_emu.config import load_config
 
@@ -184,7 +213,7 @@ def clone(tmp_path):
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(repo)], check=True)
     # The campaign code under test is this checkout's; the pinned commit only has to hold the config and
     # the workflow it runs: E1 only matters here, uncompiled and small.
-    for rel in ("src", "workflow", "Snakefile", "config", "tests/tiny.yaml"):
+    for rel in ("src", "tools", "workflow", "Snakefile", "config", "tests/tiny.yaml"):
         src, dst = REPO_ROOT / rel, repo / rel
         if src.is_dir():
             shutil.rmtree(dst, ignore_errors=True)
@@ -326,7 +355,7 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
 def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the_essay(tmp_path):
     import pandas as pd
 
-    from algo_emu import campaign_page as page
+    from tools.campaign import page as page
     from algo_emu.config import load_config
 
     ref = REPO_ROOT / "results/reference/reference-scale"
@@ -398,7 +427,7 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
 
 
 def test_page_names_other_code_only_for_changes_outside_results():
-    from algo_emu.campaign_page import built_by
+    from tools.campaign.page import built_by
 
     sha = "0123456789abcdef"
     own = ["results/reference/paper-scale/README.md", "results/reference/paper-scale/campaign/resume/x/calls.json"]
@@ -412,7 +441,7 @@ def test_page_names_other_code_only_for_changes_outside_results():
 def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tracks_it(tmp_path, monkeypatch):
     import subprocess
 
-    from algo_emu.campaign_page import STATUS_WORDS, running_words
+    from tools.campaign.page import STATUS_WORDS, running_words
 
     resume = tmp_path / "set/campaign/resume/ames__corrected"
     (resume / "ck").mkdir(parents=True)
