@@ -349,6 +349,29 @@ def restore_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
     return restored
 
 
+def reopen_finished(files: Iterable[Path]) -> list[Path]:
+    """Of ``files`` (checkpoints just restored), those marked ``final`` rewritten with ``final = False``, nothing
+    else changed; returns them. A job that finished on another machine left its checkpoint marked final, but its
+    outputs (records, model) were not saved with it; the engine does not resume a checkpoint marked final (it
+    retrains from scratch, by design against resuming a finished run of other code), so unmarked, the pinned
+    commit's own job resumes it at its last epoch with no epoch left and writes its outputs from those weights.
+    The engine still resumes it only for the same config and code (its fingerprint)."""
+    import torch
+
+    from algo_emu.io import save_torch
+
+    reopened = []
+    for f in files:
+        got = checkpoint_progress(f) if f.suffix == ".pt" else None
+        if got is None or not got[1]:
+            continue
+        ck = torch.load(f, map_location="cpu", weights_only=False)
+        ck["final"] = False
+        save_torch(f, ck)
+        reopened.append(f)
+    return reopened
+
+
 def drop_resume(set_dir: Path, s: Setting) -> None:
     shutil.rmtree(set_dir / RESUME_DIR / _resume_name(s), ignore_errors=True)
 
@@ -386,12 +409,16 @@ def _calls_path(set_dir: Path, s: Setting) -> Path:
     return set_dir / RESUME_DIR / _resume_name(s) / CALLS
 
 
-def start_call(set_dir: Path, wt: Path, s: Setting) -> list[dict]:
-    """Append this call (hardware, start, the epochs its checkpoints resume from) to the setting's calls;
-    returns them all. Written into the resume state, so it is committed and carried with it."""
+def start_call(set_dir: Path, wt: Path, s: Setting, reopened: Iterable[Path] = ()) -> list[dict]:
+    """Append this call (hardware, start, the epochs its checkpoints resume from, the finished jobs' checkpoints
+    :func:`reopen_finished` unmarked) to the setting's calls; returns them all. Written into the resume state, so
+    it is committed and carried with it."""
     path = _calls_path(set_dir, s)
     calls = read_json(path) if path.is_file() else []
-    calls.append({"started": utc_now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)})
+    call = {"started": utc_now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)}
+    if reopened:
+        call["restored_final_cleared"] = sorted(Path(f).relative_to(wt).as_posix() for f in reopened)
+    calls.append(call)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, calls)
     return calls
@@ -606,8 +633,7 @@ def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, eve
 
 
 def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, save_every: float) -> dict:
-    restore_resume(set_dir, wt, s)
-    start_call(set_dir, wt, s)
+    start_call(set_dir, wt, s, reopen_finished(restore_resume(set_dir, wt, s)))
     log = wt.parent / "logs" / f"{_resume_name(s)}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()

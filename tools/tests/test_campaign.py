@@ -133,6 +133,52 @@ def test_resume_state_round_trip_never_overwrites_a_newer_checkpoint(tmp_path):
     assert not (set_dir / cp.RESUME_DIR).joinpath(cp._resume_name(s)).exists()
 
 
+def test_a_finished_jobs_checkpoint_is_restored_unmarked_and_resumed_with_no_epoch_left(tmp_path):
+    """A job finished on one machine, its outputs not carried: restored on another, its checkpoint (marked final)
+    is unmarked, the call's record names it, and the engine resumes it at its last epoch, trains no epoch and
+    writes the same numbers as the run that finished; left marked, the engine would train it again from scratch."""
+    import torch
+
+    from algo_emu.config import load_config
+    from algo_emu.data import heads as hd
+    from algo_emu.experiments.heads import train_setting
+
+    params = dict(load_config(REPO_ROOT / "tests/tiny.yaml")["heads"], compile=False, eval_every=0)
+    data = tmp_path / "seed0.pt"
+    hd.write_dataset(data, 0, params)
+    s = cp.heads_setting("published", 1, 8, [0])
+    set_dir, machine_a, machine_b, machine_c = (tmp_path / n for n in ("set", "a", "b", "c"))
+
+    def train(wt):
+        return train_setting(params, 1, 8, [0], [str(data)], wt / "out", wt / s.checkpoints[0], "cpu", 1)[0]
+
+    done = train(machine_a)
+    finished = torch.load(machine_a / s.checkpoints[0], weights_only=False)
+    assert finished["final"] and finished["epoch"] == params["epochs"]
+    cp.save_resume(set_dir, machine_a, s)  # the checkpoint travels, the outputs do not
+
+    reopened = cp.reopen_finished(cp.restore_resume(set_dir, machine_b, s))
+    assert reopened == [machine_b / s.checkpoints[0]]
+    state = torch.load(reopened[0], weights_only=False)
+    assert state["final"] is False
+    assert {k: v for k, v in state.items() if k not in ("final", "model", "optimizer")} == \
+        {k: v for k, v in finished.items() if k not in ("final", "model", "optimizer")}
+    assert all(torch.equal(state["model"][k], v) for k, v in finished["model"].items())
+    call = cp.start_call(set_dir, machine_b, s, reopened)[-1]
+    assert call["restored_final_cleared"] == [s.checkpoints[0]]
+    assert call["resumed_from"] == {s.checkpoints[0]: params["epochs"]}
+    assert cp.reopen_finished(cp.restore_resume(set_dir, machine_b, s)) == []  # restored once: not again
+    resumed = train(machine_b)
+    assert resumed["timing"]["resumed_from_epoch"] == params["epochs"]
+    assert resumed["timing"]["epochs_run_this_call"] == 0
+    assert resumed["mse_by_target"] == done["mse_by_target"] and resumed["history"] == done["history"]
+
+    # control: the same checkpoint restored as it is (marked final) is not resumed
+    assert cp.restore_resume(set_dir, machine_c, s) == [machine_c / s.checkpoints[0]]
+    again = train(machine_c)
+    assert again["timing"]["resumed_from_epoch"] == 0 and again["timing"]["epochs_run_this_call"] == params["epochs"]
+
+
 def _write(path, obj):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj))
