@@ -284,14 +284,6 @@ def cpu_id(cpuinfo: str | None = None) -> str | None:
             f"stepping {fields.get('stepping', '?')}, {isa}")
 
 
-def cpu_key(hw: dict | None) -> str | None:
-    """What tells two machines' CPUs apart in a hardware record (:func:`hardware`): its ``cpu_id`` where it has one,
-    else (records made before it existed) its ``cpu_model``. Two records name the same CPU when their keys are equal,
-    so a record with an id never matches one without: the name alone cannot prove the same CPU."""
-    hw = hw or {}
-    return hw.get("cpu_id") or hw.get("cpu_model")
-
-
 def cpu_label(hw: dict | None) -> str:
     """A hardware record's CPU for a reader: its model name, with its identity (:func:`cpu_id`) where recorded."""
     hw = hw or {}
