@@ -289,14 +289,6 @@ def built_by(git: dict) -> str:
     code_dirty = git.get("dirty") if files is None else any(not f.startswith("results/") for f in files)
     return (git.get("commit") or "?")[:12] + (" with uncommitted changes" if code_dirty else "")
 
-def built_by(git: dict) -> str:
-    """The commit that built a page, as the page names it: ``<commit> with uncommitted changes`` only when tracked
-    files outside ``results/`` differ from it. A committed set's own files (its page, tables, a resume state being
-    saved) differ while the page is rebuilt; only changes elsewhere mean the page was built by other code."""
-    files = git.get("dirty_files")
-    code_dirty = git.get("dirty") if files is None else any(not f.startswith("results/") for f in files)
-    return (git.get("commit") or "?")[:12] + (" with uncommitted changes" if code_dirty else "")
-
 
 def setting_cpus(entry: dict) -> str:
     """The CPU(s) a setting was made on: each call's, in order, once each (else the state's one record of it)."""
