@@ -322,6 +322,13 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
                          for s, e in done if s.experiment == "heads"})
     if len(e1_commits) > 1:
         out.append(f"- **MIXED: E1's rows combine settings made at {len(e1_commits)} commits ({', '.join(e1_commits)})**")
+    out += [f"- running: `{s.name}`: "
+            f"{running_words(set_dir / cp.RESUME_DIR / cp._resume_name(s), root)}" for s, st, _ in rows if st == "running"]
+    if (set_dir / cp.PRE / "README.md").is_file():
+        out.append(f"- kept apart with its own page: E1 records made before the campaign by other commits, which its "
+                   f"pinned commit does not reproduce bit for bit, never in these tables: [`{cp.PRE}/README.md`]"
+                   f"({cp.PRE}/README.md)")
+    out.append(f"- kept apart with its own page: {variants_line(set_dir)}")
     made: dict[tuple[str, str], list[str]] = {}  # (commit, CPU) -> settings, in priority order
     for s, e in done:
         commit = (e.get("commit") or e.get("replay", {}).get("commit") or "?")[:12]
@@ -330,8 +337,6 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
     out += ["", f"Settings made ({len(done)} of {len(rows)}), by the commit that made them and the CPU(s):", "",
             "| made at | CPU | settings |", "|---|---|---|"]
     out += [f"| {commit} | {cpu} | {', '.join(names)} |" for (commit, cpu), names in made.items()]
-    running = [f"- `{s.name}`: {running_words(set_dir / cp.RESUME_DIR / cp._resume_name(s), root)}"
-               for s, st, _ in rows if st == "running"]
     left_out = []
     for s, st, _ in rows:
         if st in ("legacy", "partial"):
@@ -351,16 +356,8 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
     out += ["", f"Missing ({len(todo)} settings, in the order `make campaign` runs them{cost}; the report's "
             f"{n_missing_rows} row(s) that wait for them read *{MISSING}* in [`{VERDICTS}`]({VERDICTS})):", ""]
     out += [f"- {EXPERIMENT[e]}: {', '.join(names)}" for e, names in by_exp.items()] or ["- nothing"]
-    if running:
-        out += ["", "Started, its resume state in the set:", "", *running]
     if left_out:
         out += ["", "Records in this folder that do NOT enter the tables:", "", *left_out]
-    kept = []
-    if (set_dir / cp.PRE / "README.md").is_file():
-        kept.append(f"E1 records made before the campaign by other commits, which its pinned commit does not reproduce "
-                    f"bit for bit, never in these tables: [`{cp.PRE}/README.md`]({cp.PRE}/README.md)")
-    kept.append(variants_line(set_dir))
-    out += ["", "Kept apart, each with its own page:", "", *[f"- {k}" for k in kept]]
     tables = sorted(p.name for p in (set_dir / "tables").glob("*.md"))
     figures = sorted(p.name for p in (set_dir / "figures").glob("*.png"))
     out += ["", "Tables: " + ", ".join(f"[`{n}`](tables/{n})" for n in tables) + ".",
@@ -369,6 +366,7 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
 
 
 def variants_line(set_dir: Path) -> str:
+    """E1's diagnostic variants: a link to their page, or how to make them."""
     from tools.campaign import variants as cv
 
     if not (set_dir / cv.SUBDIR / "README.md").is_file():

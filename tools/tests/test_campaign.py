@@ -367,7 +367,7 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     assert cp.setting_status(set_dir, cp.load_state(set_dir), s2) == "legacy"
     cp.build_page(set_dir, repo)
     page = (set_dir / "README.md").read_text()
-    left_out = page.split("do NOT enter the tables:", 1)[1].split("Kept apart", 1)[0]
+    left_out = page.split("do NOT enter the tables:", 1)[1].split("\n\nTables:", 1)[0]
     assert "`heads/published/H2_p8`: made by another commit" in left_out and "000000000000" in left_out
     assert "No setting is made yet." in page and not (set_dir / "tables/heads_vs_mse.csv").exists()
     assert not (set_dir / "tables/replication.csv").exists()
