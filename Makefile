@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 CORES  ?= all
 CONFIG ?= config/config.yaml
 TARGET ?= all
-# make bench on another machine: BENCH_OUT=benchmarks/paper_scale_<machine> (each CPU its own benchmark)
+# make bench on another machine: BENCH_OUT=tools/benchmarks/paper_scale_<machine> (each CPU its own benchmark)
 BENCH_OUT ?= benchmarks/paper_scale
 PYTEST_ARGS ?=
 
@@ -46,11 +46,12 @@ e2e-slurm: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/paper_scale.py --out $(BENCH_OUT).json --md $(BENCH_OUT).md --steps 8 --loop-steps 2 --reps 3 $(BENCH_ARGS)
 
-# The paper-scale campaign (src/algo_emu/campaign.py): every paper-scale setting still to do, in priority
-# order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per job, resumable
-# across interruptions and machines (commit the set, including campaign/resume/, to carry a setting over).
+# The paper-scale campaign (tools/campaign/, our own machinery, not installed): every paper-scale setting still
+# to do, in priority order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per
+# job, resumable across interruptions and machines (commit the set, including campaign/resume/, to carry a
+# setting over). Its other steps: python -m tools.campaign --help.
 campaign: $(BIN)/.installed
-	$(BIN)/python -m algo_emu campaign run --dir results/reference/paper-scale $(CAMPAIGN_ARGS)
+	$(BIN)/python -m tools.campaign run --dir results/reference/paper-scale $(CAMPAIGN_ARGS)
 
 lock: $(BIN)/.installed
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^torch==' > requirements.lock.new

@@ -11,7 +11,7 @@ times, interleaved repetition by repetition (median of ``--reps``):
 Each is timed as CPU seconds of this process (``time.process_time``) with one thread, so the ratio
 holds on a machine that other jobs load (wall seconds on an idle machine are close to these), and the
 same implementation pair is run back to back. Writes ``--out`` (JSON) with per-row milliseconds and the
-kernel/fused ratios; ``python -m algo_emu.docs_numbers --write`` puts its table in docs/speed.md.
+kernel/fused ratios (docs/speed.md links to it).
 """
 
 from __future__ import annotations

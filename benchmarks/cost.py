@@ -54,7 +54,7 @@ def predict_hours(bench: dict, cfg: dict) -> dict:
         e["jobs"] += 1
         e["hours"] += seconds / 3600
         e["steps"] += steps
-        if setting:  # the campaign's setting names (algo_emu.campaign.settings)
+        if setting:  # the campaign's setting names (tools.campaign.core.settings)
             s = per_setting.setdefault(setting, {"predicted_seconds": 0.0, "jobs": 0, "steps": 0})
             s["predicted_seconds"] += seconds
             s["jobs"] += 1

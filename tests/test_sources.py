@@ -15,7 +15,7 @@ import subprocess
 from algo_emu.runtime import REPO_ROOT
 
 THIS = "tests/test_sources.py"
-#: Kept untouched on request: superseded by `make campaign` (src/algo_emu/campaign.py), due to be removed.
+#: Kept untouched on request: superseded by `make campaign` (tools/campaign/core.py), due to be removed.
 EXCLUDED = {THIS}
 
 OUTSIDE = re.compile(r"(?<![\w.-])(\.\./)*shared/|reference-protocol|seeds/essay-|paper-summary-algorithm")

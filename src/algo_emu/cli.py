@@ -28,8 +28,6 @@ EXPERIMENTS = {
     "essay": "algo_emu.experiments.essay",
     # not an experiment: committed reference sets (collect a finished run, learning curves, README)
     "refset": "algo_emu.refset",
-    # not an experiment: the paper-scale campaign (one pinned commit, one setting per job, resumable)
-    "campaign": "algo_emu.campaign",
     # not an experiment: check a results tree or committed set against its manifest
     "manifest": "algo_emu.report.manifest",
 }

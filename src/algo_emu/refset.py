@@ -287,16 +287,11 @@ def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str
     return out
 
 
-def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: list[str] | None = None,
-                     preamble: list[str] | None = None, rebuild: str | None = None,
-                     sections: list[str] | None = None) -> dict:
-    """Tables, fit, figures and a Markdown report of a committed reference set (``<ref_dir>/heads/<protocol>/runs/``).
-
-    Builds from whatever settings are there and names the missing ones; records of different configurations
-    are reported as MIXED, never silently averaged together. ``metrics``: only these records (a campaign
-    passes the settings its pinned commit made or adopted; the others count as missing); ``preamble``:
-    Markdown lines after the title; ``rebuild``: the command that rebuilds the page; ``sections``: Markdown
-    lines after E1's (other experiments of the same set), before the verdict rules."""
+def e1_tables(ref_dir: str | Path, config_path: str | Path, metrics: list[str] | None = None) -> dict:
+    """E1's tables, fit and figures of a committed set (``<ref_dir>/heads/<protocol>/runs/``) from whatever settings
+    are there, and the replication report's E1 rows, a setting of the configured sweep that is absent named missing.
+    ``metrics``: only these records (a campaign passes the settings its pinned commit made or adopted; the others
+    count as missing). Returns the rows, the settings present and missing, and what the page reads."""
     from algo_emu.config import load_config
     from algo_emu.experiments.heads import aggregate, fit, load_runs  # imports torch
     from algo_emu.experiments.heads_settings import settings
@@ -334,10 +329,26 @@ def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: l
             r.verdict = "incomplete: no verdict yet"
             r.reason = (f"fit from H = {done_heads} only (of {sorted(params['heads_sweep'])}); a rate read from a "
                         f"partial sweep is not a result. {r.reason}")
-    frame = rep.rows_frame(rows)
     settings_done = sorted({(r.protocol, int(r.heads), int(r.p)) for r in runs.itertuples()})
-    wanted = settings(params)
-    missing = [st for st in wanted if st not in settings_done]
+    missing = [st for st in settings(params) if st not in settings_done]
+    return {"rows": rows, "present": settings_done, "missing": missing, "metrics": metrics, "runs": runs,
+            "params": params, "info": info, "fits": fits}
+
+
+def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: list[str] | None = None,
+            preamble: list[str] | None = None, rebuild: str | None = None) -> dict:
+    """Tables, fit, figures (:func:`e1_tables`) and a Markdown report of a committed set's E1 records: the settings
+    present and missing, wall times, whether the emulators learned, the paper's numbers beside ours, the fits and
+    learning curves. Records of different configurations are reported as MIXED, never silently averaged together.
+    ``preamble``: Markdown lines after the title; ``rebuild``: the command that rebuilds the page."""
+    from algo_emu.report import replication as rep
+
+    ref = Path(ref_dir)
+    e1 = e1_tables(ref, config_path, metrics)
+    rows, settings_done, missing, metrics = e1["rows"], e1["present"], e1["missing"], e1["metrics"]
+    runs, params, info, fits = e1["runs"], e1["params"], e1["info"], e1["fits"]
+    tables, figures = ref / "tables", ref / "figures"
+    frame = rep.rows_frame(rows)
     seeds = runs.groupby(["protocol", "heads", "p"]).seed.nunique()
     records = {path: read_json(path) for path in metrics}  # read once: provenance, wall times, learning curves
     first = records[metrics[0]]
@@ -403,7 +414,7 @@ def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: l
     lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
     if (figures / "prompt_length_vs_mse.png").exists():
         lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
-    lines += [*(sections or []), "## Verdict rules", "", rep.RULES]
+    lines += ["## Verdict rules", "", rep.RULES]
     write_text(ref / "README.md", "\n".join(lines) + "\n")
     return {"missing": missing, "present": settings_done, "rows": rows}
 

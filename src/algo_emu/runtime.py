@@ -76,7 +76,7 @@ def flush_denormals() -> bool:
 
     Why: once training sharpens a softmax or shrinks a gradient, values below 1.2e-38 (float32) appear, and
     every operation that touches one runs in microcode, many times slower, and a run slows down as it trains
-    (measured: ``benchmarks/denormals.py``). Flushed, such a value is 0, which
+    (measured: ``tools/benchmarks/denormals.py``). Flushed, such a value is 0, which
     changes a result only where a denormal would have reached it (below float32's smallest normal number).
     The setting belongs to a thread; torch's and the attention kernel's worker threads copy it from the thread
     that creates them, so call this before the first multi-threaded operation of the process (the command
@@ -142,7 +142,7 @@ _GPU_LOCKS: dict[tuple[int, int], object] = {}  # (GPU, slot) -> lock file, held
 
 #: Training jobs one GPU takes at once (the gpu-local profile's ``gpu`` resource and :func:`claim_gpu`'s slots).
 #: Why 4 by default: on one H200 the GPU script's jobs take turns on the GPU, and 16 of them did only a few times
-#: the work of one alone (the ratio: ``benchmarks/device_h200.json``, ``sharing``), so about that many keep the GPU
+#: the work of one alone (the ratio: ``tools/benchmarks/device_h200.json``, ``sharing``), so about that many keep the GPU
 #: as busy while each runs near its alone speed (an inference from that run, docs/gpu.md). ``1``: a GPU per job.
 JOBS_PER_GPU_VARIABLE = "ALGO_EMU_JOBS_PER_GPU"
 DEFAULT_JOBS_PER_GPU = 4
@@ -282,14 +282,6 @@ def cpu_id(cpuinfo: str | None = None) -> str | None:
     isa = next((f for f in ISA_LEVELS if f in flags), "no avx")
     return (f"{fields.get('vendor_id', '?')} family {fields['cpu family']} model {fields.get('model', '?')} "
             f"stepping {fields.get('stepping', '?')}, {isa}")
-
-
-def cpu_key(hw: dict | None) -> str | None:
-    """What tells two machines' CPUs apart in a hardware record (:func:`hardware`): its ``cpu_id`` where it has one,
-    else (records made before it existed) its ``cpu_model``. Two records name the same CPU when their keys are equal,
-    so a record with an id never matches one without: the name alone cannot prove the same CPU."""
-    hw = hw or {}
-    return hw.get("cpu_id") or hw.get("cpu_model")
 
 
 def cpu_label(hw: dict | None) -> str:

@@ -40,7 +40,7 @@ from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
-from algo_emu.experiments.statistical_tables import ablation_figure, aggregate, figure
+from algo_emu.experiments.statistical_tables import HEADLINE, ablation_figure, aggregate, figure
 from algo_emu.runner import Runner, train_config
 from algo_emu.train import Member
 
@@ -56,9 +56,6 @@ EVAL_KEYS = ("eval_prompts",)
 CONTEXT_ZEROED = "context_zeroed"
 #: Donor ablation: the weights another algorithm fitted on the same prompt (the next one of the mixture).
 OTHER_ALGORITHM = "other_algorithm"
-#: What ``mse`` means in each mode: the paper's loss (against the noisy y) for the published protocol,
-#: the emulation error (against the algorithm's own prediction) for the fitted mode.
-HEADLINE = {"reference_code": "prediction", "fitted": "emulation"}
 #: Fitted-mode names of the paper's three algorithms (for the figure's panels).
 PAPER_NAME = {"linear": "linear", "ols": "linear", "ridge": "ridge", "lasso": "lasso"}
 

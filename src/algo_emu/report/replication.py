@@ -985,21 +985,28 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[str, Any] | None = None) -> str:
+def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[str, Any] | None = None,
+                    rows_csv: str = "results/tables/replication.csv", intro: Sequence[str] = (),
+                    rules: str = RULES) -> str:
+    """The report: the paper, the config, ``provenance`` (key: value lines), ``intro`` (Markdown lines), the rules
+    (``rules``: where a page links to them instead), the verdict counts, one section per experiment. ``rows_csv``:
+    where the same rows are, as the report names it."""
     lines = ["# Replication report", ""]
     lines += ["Paper: Hu, Liu, Zhang, Liu, \"In-Context Algorithm Emulation in Fixed-Weight Transformers\", "
               "ICLR 2026, arXiv 2508.17550 **v2** (26 Sep 2025). Published code followed: commit 6d39297 (E1-E4).", ""]
     lines += [f"Configuration: `{config_name}`."]
     for k, v in (provenance or {}).items():
         lines.append(f"{k}: `{v}`.")
+    lines += ["", *intro] if intro else []
     lines += ["", "Each row: the paper's value; ours in the mode made the way the paper made it (**comparable**); "
               "ours in our corrected mode (**corrected**); a verdict. Numbers are means with 95 % bootstrap "
-              "intervals over seeds in brackets. `results/tables/replication.csv` holds the same rows.", "", RULES]
+              f"intervals over seeds in brackets. `{rows_csv}` holds the same rows.", "", rules]
     counts = frame.verdict.str.replace(r" \(.*\)$|:.*$", "", regex=True).value_counts()
     lines += ["**Verdicts in this report:** " + ", ".join(f"{k}: {v}" for k, v in counts.items()), ""]
     experiments = [(key, title) for key, title, _ in REPORT_SECTIONS]
     if (frame.experiment == "E6 (essay)").any():
-        experiments.append(("E6 (essay)", "E6 -- claims of the companion essay (results/tables/essay_claims.csv)"))
+        claims = (Path(rows_csv).parent / "essay_claims.csv").as_posix()
+        experiments.append(("E6 (essay)", f"E6 -- claims of the companion essay ({claims})"))
     for key, title in experiments:
         sub = frame[frame.experiment == key]
         if sub.empty:

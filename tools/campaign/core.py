@@ -1,12 +1,13 @@
 """The paper-scale campaign: every paper-scale setting from one pinned commit, one setting per job,
 resumable after an interruption and on a fresh machine with the same command.
 
-    make campaign                                         # = python -m algo_emu campaign run
-    python -m algo_emu campaign status                    # done / running / left, with predicted hours
-    python -m algo_emu campaign replay --setting heads/published/H4_p60   # adopt records made elsewhere
-    python -m algo_emu campaign save                      # copy an unfinished setting's resume state in
-    python -m algo_emu campaign pin --commit <sha> --reason "..."         # moving to new code: explicit
-    python -m algo_emu campaign variants --from <checkout>                # E1's variants (ours) into <dir>/variants/
+    make campaign                                      # = python -m tools.campaign run
+    python -m tools.campaign status                    # done / running / left, with predicted hours
+    python -m tools.campaign replay --setting heads/published/H4_p60   # adopt records made elsewhere
+    python -m tools.campaign save                      # copy an unfinished setting's resume state in
+    python -m tools.campaign pin --commit <sha> --reason "..."         # moving to new code: explicit
+    python -m tools.campaign page                      # rebuild the set's report, tables, figures, manifest
+    python -m tools.campaign variants --from <checkout>                # E1's variants (ours) into <dir>/variants/
 
 How it works. The campaign's state lives in the committed set, ``<dir>/campaign.json`` (default
 ``results/reference/paper-scale``): the pinned commit, the config file, and per setting its status,
@@ -22,12 +23,12 @@ Surviving an interruption. While a setting trains, its checkpoint (weights, opti
 history: a few MB for E1-E3) is copied into ``<dir>/campaign/resume/`` every few minutes; committing
 the set then carries the unfinished setting over. E4's (tens of MB per hidden-width group) are too large to
 commit: they carry a setting over only on the machine that trains it, and the page says which it is
-(:func:`algo_emu.campaign_page.running_words`). On the next ``run`` (any machine) the checkpoint is put
+(:func:`tools.campaign.page.running_words`). On the next ``run`` (any machine) the checkpoint is put
 back where the pinned commit's rule looks for it, and training resumes from its epoch (the engine
 resumes only a checkpoint of the same config and code). The resume file is deleted when its
 setting finishes. Each call that trains a setting is recorded beside the resume state (``calls.json``):
 its machine, the epochs it resumed from, and what shared the machine with it while it ran
-(:class:`algo_emu.load.LoadMonitor`: the job's CPU, everyone else's, the stretches it was paused or starved),
+(:class:`tools.campaign.load.LoadMonitor`: the job's CPU, everyone else's, the stretches it was paused or starved),
 so a slow call can be told from a slow machine.
 
 Provenance. Every setting records the commit that made it; a setting whose records were made by
@@ -55,7 +56,7 @@ from typing import Iterable
 from algo_emu import cli, records
 from algo_emu.cli import Step, arg
 from algo_emu.io import read_json, sha256_file, utc_now, write_json
-from algo_emu.load import LoadMonitor
+from tools.campaign.load import LoadMonitor
 from algo_emu.runtime import REPO_ROOT, hardware
 
 DEFAULT_DIR = "results/reference/paper-scale"
@@ -214,7 +215,7 @@ def load_state(set_dir: Path) -> dict:
     path = set_dir / STATE
     if not path.is_file():
         raise CampaignError(f"{path}: no campaign here; start one with "
-                            "`python -m algo_emu campaign pin --commit <sha> --reason ...`")
+                            "`python -m tools.campaign pin --commit <sha> --reason ...`")
     state = read_json(path)
     for key in ("commit", "config", "settings", "moves"):
         if key not in state:
@@ -348,6 +349,29 @@ def restore_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
     return restored
 
 
+def reopen_finished(files: Iterable[Path]) -> list[Path]:
+    """Of ``files`` (checkpoints just restored), those marked ``final`` rewritten with ``final = False``, nothing
+    else changed; returns them. A job that finished on another machine left its checkpoint marked final, but its
+    outputs (records, model) were not saved with it; the engine does not resume a checkpoint marked final (it
+    retrains from scratch, by design against resuming a finished run of other code), so unmarked, the pinned
+    commit's own job resumes it at its last epoch with no epoch left and writes its outputs from those weights.
+    The engine still resumes it only for the same config and code (its fingerprint)."""
+    import torch
+
+    from algo_emu.io import save_torch
+
+    reopened = []
+    for f in files:
+        got = checkpoint_progress(f) if f.suffix == ".pt" else None
+        if got is None or not got[1]:
+            continue
+        ck = torch.load(f, map_location="cpu", weights_only=False)
+        ck["final"] = False
+        save_torch(f, ck)
+        reopened.append(f)
+    return reopened
+
+
 def drop_resume(set_dir: Path, s: Setting) -> None:
     shutil.rmtree(set_dir / RESUME_DIR / _resume_name(s), ignore_errors=True)
 
@@ -385,12 +409,16 @@ def _calls_path(set_dir: Path, s: Setting) -> Path:
     return set_dir / RESUME_DIR / _resume_name(s) / CALLS
 
 
-def start_call(set_dir: Path, wt: Path, s: Setting) -> list[dict]:
-    """Append this call (hardware, start, the epochs its checkpoints resume from) to the setting's calls;
-    returns them all. Written into the resume state, so it is committed and carried with it."""
+def start_call(set_dir: Path, wt: Path, s: Setting, reopened: Iterable[Path] = ()) -> list[dict]:
+    """Append this call (hardware, start, the epochs its checkpoints resume from, the finished jobs' checkpoints
+    :func:`reopen_finished` unmarked) to the setting's calls; returns them all. Written into the resume state, so
+    it is committed and carried with it."""
     path = _calls_path(set_dir, s)
     calls = read_json(path) if path.is_file() else []
-    calls.append({"started": utc_now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)})
+    call = {"started": utc_now(), "hardware": hardware(), "resumed_from": checkpoint_epochs(wt, s)}
+    if reopened:
+        call["restored_final_cleared"] = sorted(Path(f).relative_to(wt).as_posix() for f in reopened)
+    calls.append(call)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, calls)
     return calls
@@ -584,7 +612,7 @@ def _hold_run_lock(wt: Path):
 
 
 def record_load(set_dir: Path, s: Setting, load: dict) -> list[dict]:
-    """Write what shared the machine with this call (:class:`algo_emu.load.LoadMonitor`'s summary) into its
+    """Write what shared the machine with this call (:class:`tools.campaign.load.LoadMonitor`'s summary) into its
     entry of the setting's calls; returns them all."""
     path = _calls_path(set_dir, s)
     calls = read_json(path) if path.is_file() else [{}]
@@ -605,8 +633,7 @@ def _keep_saving(set_dir: Path, wt: Path, s: Setting, stop: threading.Event, eve
 
 
 def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, save_every: float) -> dict:
-    restore_resume(set_dir, wt, s)
-    start_call(set_dir, wt, s)
+    start_call(set_dir, wt, s, reopen_finished(restore_resume(set_dir, wt, s)))
     log = wt.parent / "logs" / f"{_resume_name(s)}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
@@ -806,12 +833,16 @@ def status(set_dir: str = DEFAULT_DIR, root: Path = REPO_ROOT) -> list[dict]:
 BENCHMARK = REPO_ROOT / "benchmarks" / "paper_scale.json"
 
 
+#: The same benchmark made on the other machines the campaign ran on (``make bench
+#: BENCH_OUT=tools/benchmarks/paper_scale_<machine>``): CPUs differ by several times at these shapes.
+MACHINE_BENCHMARKS = "tools/benchmarks"
+
+
 def benchmark_files(root: Path = REPO_ROOT) -> list[Path]:
-    """:data:`BENCHMARK` first (the machine the README's cost table is priced on), then the same benchmark made
-    on other machines (``paper_scale_<machine>.json``, ``make bench BENCH_OUT=benchmarks/paper_scale_<machine>``):
-    CPUs differ by several times at these shapes, so each machine has its own."""
+    """:data:`BENCHMARK` first (the machine the README's cost table is priced on), then each other machine's
+    (``tools/benchmarks/paper_scale_<machine>.json``)."""
     first = Path(root) / BENCHMARK.relative_to(REPO_ROOT)
-    return ([first] if first.is_file() else []) + sorted(first.parent.glob("paper_scale_*.json"))
+    return ([first] if first.is_file() else []) + sorted((Path(root) / MACHINE_BENCHMARKS).glob("paper_scale_*.json"))
 
 
 def predicted_from_benchmark(s: Setting, bench: Path | dict = BENCHMARK) -> float | None:
@@ -832,17 +863,18 @@ def _page_in_fresh_process(set_dir: Path, root: Path) -> None:
     (the commit the page names), not by the code a long ``campaign run`` loaded when it started. A failed
     rebuild does not stop the campaign (the records are in the set; ``campaign page`` rebuilds it) but is
     reported."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(root) / "src"), os.environ.get("PYTHONPATH", "")]))
-    res = subprocess.run([sys.executable, "-m", "algo_emu", "campaign", "page", "--dir", str(set_dir)], cwd=root,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(root)), str(Path(root) / "src"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-m", "tools.campaign", "page", "--dir", str(set_dir)], cwd=root,
                          env=env, capture_output=True, text=True)
     if res.returncode != 0:
         print(f"{utc_now()} campaign: rebuilding the page of {set_dir} FAILED (exit {res.returncode}); run "
-              f"`python -m algo_emu campaign page --dir {set_dir}`:\n{res.stderr[-3000:]}", flush=True)
+              f"`python -m tools.campaign page --dir {set_dir}`:\n{res.stderr[-3000:]}", flush=True)
 
 
 def build_page(set_dir: Path, root: Path = REPO_ROOT) -> None:
     """Tables, figures and README of the set from its adopted and done records, then its manifest."""
-    from algo_emu.campaign_page import build
+    from tools.campaign.page import build
 
     state = load_state(set_dir)
     build(set_dir, state, root)
@@ -882,7 +914,7 @@ def _page(set_dir: str) -> None:
 
 
 def _variants(set_dir: str, checkout: str, config: str) -> None:
-    from algo_emu.campaign_variants import SUBDIR, import_variants
+    from tools.campaign.variants import SUBDIR, import_variants
 
     imported = import_variants(set_dir, checkout, config)
     print(f"{Path(set_dir) / SUBDIR}: {len(imported['variants'])} variant(s) made by {imported['from_commit'][:12]} "

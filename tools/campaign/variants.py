@@ -1,7 +1,7 @@
 """E1's variants (``heads.variants``: ours, never paper-comparable) in the paper-scale set: ``<set>/variants/``.
 
     snakemake --cores 2 heads_variants --configfile config/config.yaml    # in a clean checkout at one commit
-    python -m algo_emu campaign variants --from <that checkout> --dir results/reference/paper-scale
+    python -m tools.campaign variants --from <that checkout> --dir results/reference/paper-scale
 
 ``campaign variants`` (:func:`import_variants`) copies a finished variants run from the checkout's ``results/`` into
 ``<set>/variants/``, keeping the layout it has below ``results/``: each variant's per-seed records
@@ -16,9 +16,9 @@ renamed onto it at the end: a refusal or a crash leaves the set as it was. ``var
 file of the subset (sha256) with the commit that made it; ``python -m algo_emu manifest verify <set>/variants``
 checks it, and the set's own manifest lists the subset's files as well.
 
-The set's page build (:func:`algo_emu.campaign_page.build`) then writes ``variants/README.md`` and the short section
-of the set's page (:func:`build`): two questions, each with its rule stated before its numbers, every number read
-from the imported table and curves and from the campaign's own records of the same setting and seeds:
+The set's page build (:func:`tools.campaign.page.build`) then writes ``variants/README.md`` (:func:`build`), which
+the set's page links to: two questions, each with its rule stated before its numbers, every number read from the
+imported table and curves and from the campaign's own records of the same setting and seeds:
 
 1. reach: does a variant's seed-mean composed-head test MSE at its last epoch come within the paper's mean plus
    :data:`REACH_STDS` of its standard deviations (:mod:`algo_emu.paper_values`)?
@@ -42,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from algo_emu import paper_values
-from algo_emu.campaign import DEFAULT_CONFIG, CampaignError, _git, load_state, pinned_config, pinned_env
+from tools.campaign.core import DEFAULT_CONFIG, CampaignError, _git, load_state, pinned_config, pinned_env
 from algo_emu.io import read_json, utc_now, write_json, write_text
 from algo_emu.runtime import REPO_ROOT, config_hash, cpu_label
 
@@ -368,11 +368,11 @@ def q1_answer(H: int, entry: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The page: variants/README.md and the section of the set's page
+# The page: variants/README.md
 # ---------------------------------------------------------------------------------------------------------
 
 NOT_RUN = ("Not run yet. `snakemake --cores 2 heads_variants --configfile config/config.yaml` in a clean checkout at "
-           "one commit, then `python -m algo_emu campaign variants --from <that checkout>` imports it into "
+           "one commit, then `python -m tools.campaign variants --from <that checkout>` imports it into "
            "`variants/` with its own page and manifest.")
 
 
@@ -454,32 +454,16 @@ def _load(vdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     return pd.read_csv(vdir / TABLE), pd.read_csv(vdir / CURVES), read_json(vdir / MANIFEST)["imported"]
 
 
-def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: str) -> list[str]:
-    """Write ``<set>/variants/README.md`` (and its manifest anew when the page changed) and return the section of
-    the set's page; "not run yet" when the set has no variants."""
+def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: str) -> None:
+    """Write ``<set>/variants/README.md`` (and its manifest anew when the page changed); nothing when the set has no
+    variants (the set's page then says :data:`NOT_RUN`)."""
     vdir = Path(set_dir) / SUBDIR
-    head = ["## E1 variants (ours, not paper-comparable)", ""]
     if not (vdir / TABLE).is_file():
-        return head + [NOT_RUN, ""]
+        return
     table, curves, imported = _load(vdir)
     res = analyse(table, curves, protocol_records)
     seeds = {name: v["seeds"] for name, v in imported["variants"].items()}
-    names = ", ".join(f"`{n}`" for n in imported["variants"])
     made = f"`{imported['from_commit'][:12]}` ({imported['code_version']})"
-    q1_lines = [f"- {q1_answer(H, e)}" for H, e in sorted(res["q1"].items())] or \
-        ["- no variant at a setting the paper reports"]
-    q2_lines = [f"- H = {r['heads']} (`{r['run']}`): {r['verdict']}" for r in res["q2"]] or \
-        ["- no cosine-decay variant"]
-
-    section = head + [
-        f"Diagnostic runs of ours ({names}; config `heads.variants`), made by commit {made} and imported with their "
-        f"own page, [`{SUBDIR}/README.md`]({SUBDIR}/README.md), and manifest. Not paper-comparable: they never enter "
-        f"the tables of this page. {why_seeds(seeds)}", "",
-        "Question 1: is the paper's composed-head MSE reachable by this block and protocol, and what does it take?", "",
-        rule1_text(), "", *q1_lines, "",
-        "Question 2: does a decaying lr remove the late rise of the held-out MSE?", "",
-        rule2_text(), "", *q2_lines, "",
-        f"![E1 variants: train loss per emulator and the composed head's test MSE per seed]({SUBDIR}/{FIGURE})", ""]
 
     walls = [f"`{n}`: {v['train_seconds'] / 60:.1f} min of training ({v.get('device')}, "
              f"{cpu_label(v.get('hardware'))}, {(v.get('hardware') or {}).get('cpu_count')} cores)"
@@ -528,10 +512,9 @@ def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: s
              f"- `{TABLE}` (and `.md`, `.tex`): one row per variant, seed and member (K, Q, V, and `head`, the "
              f"composed head); `{CURVES}`: the learning curves; `{FIGURE}` (and `.pdf`)",
              f"- `{MANIFEST}`: sha256 of every file and what made it; this page is rebuilt by "
-             "`python -m algo_emu campaign page`", ""]
+             "`python -m tools.campaign page`", ""]
     readme = vdir / README
     text = "\n".join(page)
     if not readme.is_file() or readme.read_text() != text:
         write_text(readme, text)
         write_manifest(vdir, imported)
-    return section

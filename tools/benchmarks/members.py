@@ -13,7 +13,7 @@ repetition times every multiple once (``--steps`` steps each), in turn, and the 
 ``per-member ratio`` = (ms per step at k / k) / (ms per step at 1): 1.0 = no per-step share; 0.5 at k = 2
 would mean half of the step was shared.
 
-    python benchmarks/members.py --out benchmarks/members.json [--only 'E3 fitted H=6' ...] [--multiples 1 2 4]
+    python tools/benchmarks/members.py --out tools/benchmarks/members.json [--only 'E3 fitted H=6' ...] [--multiples 1 2 4]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "src"))
 
@@ -116,7 +116,7 @@ def markdown(result: dict) -> str:
     lines = [
         "# Step time against the member count",
         "",
-        ps.generated_by("benchmarks/members.py", result) + f" Load: {result['load_note']}.",
+        ps.generated_by("tools/benchmarks/members.py", result) + f" Load: {result['load_note']}.",
         "",
         "ms per training step of one ensemble (median of interleaved repetitions) at 1x, 2x, 4x its paper-scale "
         "member count; per-member ratio = (ms at k / k) / (ms at 1). 1.0: the step is all per-member work, and "

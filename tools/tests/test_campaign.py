@@ -1,4 +1,4 @@
-"""The paper-scale campaign (algo_emu.campaign) and manifest verification, on a tiny config.
+"""The paper-scale campaign (tools.campaign) and manifest verification, on a tiny config.
 
 One end-to-end test runs the campaign in a throw-away clone of this repository: pinned to a commit of
 the clone, E1 settings trained through that commit's own Snakemake rules, a setting killed after its
@@ -10,11 +10,13 @@ inputs the campaign must refuse or flag by name.
 import json
 import shutil
 import subprocess
+import sys
+from dataclasses import asdict
 
 import pytest
 import yaml
 
-from algo_emu import campaign as cp
+from tools.campaign import core as cp
 from algo_emu.report import manifest as mf
 from algo_emu.runtime import REPO_ROOT
 
@@ -131,6 +133,52 @@ def test_resume_state_round_trip_never_overwrites_a_newer_checkpoint(tmp_path):
     assert not (set_dir / cp.RESUME_DIR).joinpath(cp._resume_name(s)).exists()
 
 
+def test_a_finished_jobs_checkpoint_is_restored_unmarked_and_resumed_with_no_epoch_left(tmp_path):
+    """A job finished on one machine, its outputs not carried: restored on another, its checkpoint (marked final)
+    is unmarked, the call's record names it, and the engine resumes it at its last epoch, trains no epoch and
+    writes the same numbers as the run that finished; left marked, the engine would train it again from scratch."""
+    import torch
+
+    from algo_emu.config import load_config
+    from algo_emu.data import heads as hd
+    from algo_emu.experiments.heads import train_setting
+
+    params = dict(load_config(REPO_ROOT / "tests/tiny.yaml")["heads"], compile=False, eval_every=0)
+    data = tmp_path / "seed0.pt"
+    hd.write_dataset(data, 0, params)
+    s = cp.heads_setting("published", 1, 8, [0])
+    set_dir, machine_a, machine_b, machine_c = (tmp_path / n for n in ("set", "a", "b", "c"))
+
+    def train(wt):
+        return train_setting(params, 1, 8, [0], [str(data)], wt / "out", wt / s.checkpoints[0], "cpu", 1)[0]
+
+    done = train(machine_a)
+    finished = torch.load(machine_a / s.checkpoints[0], weights_only=False)
+    assert finished["final"] and finished["epoch"] == params["epochs"]
+    cp.save_resume(set_dir, machine_a, s)  # the checkpoint travels, the outputs do not
+
+    reopened = cp.reopen_finished(cp.restore_resume(set_dir, machine_b, s))
+    assert reopened == [machine_b / s.checkpoints[0]]
+    state = torch.load(reopened[0], weights_only=False)
+    assert state["final"] is False
+    assert {k: v for k, v in state.items() if k not in ("final", "model", "optimizer")} == \
+        {k: v for k, v in finished.items() if k not in ("final", "model", "optimizer")}
+    assert all(torch.equal(state["model"][k], v) for k, v in finished["model"].items())
+    call = cp.start_call(set_dir, machine_b, s, reopened)[-1]
+    assert call["restored_final_cleared"] == [s.checkpoints[0]]
+    assert call["resumed_from"] == {s.checkpoints[0]: params["epochs"]}
+    assert cp.reopen_finished(cp.restore_resume(set_dir, machine_b, s)) == []  # restored once: not again
+    resumed = train(machine_b)
+    assert resumed["timing"]["resumed_from_epoch"] == params["epochs"]
+    assert resumed["timing"]["epochs_run_this_call"] == 0
+    assert resumed["mse_by_target"] == done["mse_by_target"] and resumed["history"] == done["history"]
+
+    # control: the same checkpoint restored as it is (marked final) is not resumed
+    assert cp.restore_resume(set_dir, machine_c, s) == [machine_c / s.checkpoints[0]]
+    again = train(machine_c)
+    assert again["timing"]["resumed_from_epoch"] == 0 and again["timing"]["epochs_run_this_call"] == params["epochs"]
+
+
 def _write(path, obj):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj))
@@ -156,6 +204,33 @@ def test_training_seconds_counts_each_training_job_once_whatever_its_record_shap
     _write(wt / "results/ames/corrected/emulator.pt.json", {"timing": {"groups": groups}})
     _write(wt / "results/ames/corrected/blind.pt.json", {"timing": {"groups": {"544": {"epoch_seconds": [3.0]}}}})
     assert cp.training_seconds(wt, e4) == 5.0 + 3.0
+
+
+def test_prediction_prices_every_campaign_setting():
+    """benchmarks/cost.py (the product's cost prediction) names every setting the campaign runs, as the campaign
+    names it: the page and status price each setting from it."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    import cost
+    import paper_scale as ps
+    from algo_emu.config import load_config
+
+    cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
+    rows = ps.build_rows(cfg)
+    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0, "steps_per_job": 100}} for r in rows}}
+    out = cost.predict_hours(bench, cfg)
+    assert set(out["settings"]) == {s.name for s in cp.settings(cfg)}
+    keys = set(bench["rows"])
+    for H in cfg["heads"]["heads_sweep"]:
+        assert f"E1 H={H} p={cfg['heads']['p_heads_sweep']}" in keys
+    for p in cfg["theorem31"]["p_sweep"]:
+        assert f"E2 p={p}" in keys
+    for mode in cfg["statistical"]["modes"]:
+        for H in cfg["statistical"]["heads_sweep"]:
+            assert f"E3 {mode} H={H}" in keys
+    assert out["hours"] > 0 and all(e["jobs"] for e in out["experiments"].values())
+    # every priced job carries its steps (a per-step estimate on other hardware prices them): 100 each here
+    assert out["steps"] == 100 * out["jobs"] == sum(e["steps"] for e in out["experiments"].values())
+    assert abs(out["hours"] - out["jobs"] * 60.0 / 3600) < 1e-9
 
 
 def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
@@ -184,7 +259,7 @@ def clone(tmp_path):
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(repo)], check=True)
     # The campaign code under test is this checkout's; the pinned commit only has to hold the config and
     # the workflow it runs: E1 only matters here, uncompiled and small.
-    for rel in ("src", "workflow", "Snakefile", "config", "tests/tiny.yaml"):
+    for rel in ("src", "tools", "workflow", "Snakefile", "config", "tests/tiny.yaml"):
         src, dst = REPO_ROOT / rel, repo / rel
         if src.is_dir():
             shutil.rmtree(dst, ignore_errors=True)
@@ -250,22 +325,24 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     assert again["wall_seconds_this_call"] is None and not (set_dir / cp.RESUME_DIR / "heads__published__H1_p8").exists()
     assert mf.verify(set_dir) == []
     page = (set_dir / "README.md").read_text()
-    assert "heads/published/H2_p8" in page and f"pinned commit: `{commit}`" in page
+    assert page.startswith("# Replication report") and "## E1 -- " in page and "## Provenance" in page
+    assert "`heads/published/H2_p8`" in page and f"pinned commit `{commit}`" in page
     # each call that trained it is recorded: its machine and the epoch its checkpoint resumed from
     calls = state["settings"]["heads/published/H2_p8"]["calls"]
     assert [c["resumed_from"] for c in calls] == [{}, {"results/heads/checkpoints/published_H2_p8.pt": 1}]
-    assert all(c["hardware"]["cpu_count"] >= 1 for c in calls) and "carried over between machines" not in page
+    made = page.split("Settings made (", 1)[1].split("\n\n", 2)[1]  # its table: made at | CPU | settings
+    assert all(c["hardware"]["cpu_count"] >= 1 for c in calls) and ", then " not in made and "`heads/published/H2_p8`" in made
     # and what shared the machine with it, measured while it ran (the failed call's too): Snakemake and the
-    # training job used CPU; the page lists each call's load
+    # training job used CPU; that stays in the state and the manifest, off the page
     assert all(c["load"]["sampled_s"] > 0 and c["load"]["job_cpu_s"] > 0 and c["load"]["cores"] >= 1 for c in calls)
-    assert "What shared the machine with each call" in page and "- `heads/published/H2_p8`, the call from" in page
+    assert "the call from" not in page and "stalled" not in page
     # as if killed on another machine (its CPU's identity differs; a name alone would not tell two machines apart)
     calls[0]["hardware"] = dict(calls[0]["hardware"], cpu_model="another CPU", cpu_id="GenuineIntel family 6 model 143")
     cp.save_state(set_dir, state)
     cp.build_page(set_dir, repo)
     moved_page = (set_dir / "README.md").read_text()
-    assert "carried over between machines" in moved_page and "another CPU (GenuineIntel family 6 model 143) from" in moved_page
-    assert "(resumed at epoch 1)" in moved_page
+    made = moved_page.split("Settings made (", 1)[1].split("\n\n", 2)[1]
+    assert "| another CPU (GenuineIntel family 6 model 143), then " in made  # the CPU of each call, in order
 
     # 3. resumed == uninterrupted: a replay trains both epochs from scratch and matches bit for bit
     out = cp.replay(set_dir, "heads/published/H2_p8", epochs=2, root=repo)
@@ -290,11 +367,13 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     assert cp.setting_status(set_dir, cp.load_state(set_dir), s2) == "legacy"
     cp.build_page(set_dir, repo)
     page = (set_dir / "README.md").read_text()
-    left_out = page.split("do NOT enter the tables below:", 1)[1].split("##", 1)[0]
+    left_out = page.split("do NOT enter the tables:", 1)[1].split("\n\nTables:", 1)[0]
     assert "`heads/published/H2_p8`: made by another commit" in left_out and "000000000000" in left_out
-    assert "No E1 setting is done yet." in page and not (set_dir / "tables/heads_vs_mse.csv").exists()
-    assert "(pre-campaign/README.md)" in page
-    assert "`heads/published/H1_p8` | todo: its earlier records differ" in page
+    assert "No setting is made yet." in page and not (set_dir / "tables/heads_vs_mse.csv").exists()
+    assert not (set_dir / "tables/replication.csv").exists()
+    assert "(pre-campaign/README.md)" in page  # the retired records' own page
+    missing = page.split("\nMissing (", 1)[1].split("\n\n", 2)[1].splitlines()
+    assert next(x for x in missing if x.startswith("- E1: ")).startswith("- E1: published/H2_p8, published/H1_p8")
     pre_page = (set_dir / cp.PRE / "README.md").read_text()
     assert "Before the campaign" in pre_page and "published H=1 p=8 (2 seeds)" in pre_page
     seed1 = set_dir / "heads/published/runs/H2_p8/seed1/metrics.json"
@@ -323,10 +402,10 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
 # The page's other experiments: E4 and the essay from their done settings (records of the reference set)
 # ---------------------------------------------------------------------------------------------------------
 
-def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the_essay(tmp_path):
+def test_page_rows_table_each_experiment_from_its_done_settings_and_gate_the_essay(tmp_path):
     import pandas as pd
 
-    from algo_emu import campaign_page as page
+    from tools.campaign import page as page
     from algo_emu.config import load_config
 
     ref = REPO_ROOT / "results/reference/reference-scale"
@@ -343,25 +422,22 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
 
     assert set(essay.records) >= {f"results/essay/eval/seed{s}/metrics.json" for s in essay_seeds(cfg)}
     assert "results/tables/essay_claims.csv" in essay.targets + essay.extras
-    rows = [(ames, "done", {}, None), (cp.ames_setting("corrected", seeds), "todo", {}, None), (essay, "done", {}, None)]
+    rows = [(ames, "done", {}), (cp.ames_setting("corrected", seeds), "todo", {}), (essay, "done", {})]
 
-    rows_out: list = []
-    text = "\n".join(page.other_sections(d, rows, cfg, "reference.yaml", rows_out))
-    page.write_verdicts(d, rows_out)
-    # the page's verdict rows, as printed, for the README's summary: the done experiments' only
-    verdicts = pd.read_csv(d / page.VERDICTS)
-    assert set(verdicts.experiment) == {"E4", "E6 (essay)"}
-    assert (verdicts.experiment == "E4").sum() == text.count("| Appendix C.2") == 3
-    # E4: the workflow's own aggregation of the done mode only, its figures, and the report's E4 rows
-    table = pd.read_csv(d / "tables/ames.csv")
-    assert set(table["mode"]) == {"reference_code"} and set(table.algorithm) == {"linear", "ridge", "lasso"}
+    verdicts = page.experiment_rows(d, rows, cfg, "reference.yaml")
+    page.write_verdicts(d, verdicts)
+    # the report's rows, the table the page and the README count: the done experiments' only
+    table = pd.read_csv(d / page.VERDICTS)
+    assert set(table.experiment) == {"E4", "E6 (essay)"} and len(table) == len(verdicts)
+    e4 = [r for r in verdicts if r.experiment == "E4"]
+    # E4: the workflow's own aggregation of the done mode only, its figures, and the report's E4 rows, each naming
+    # the mode it lacks
+    assert len(e4) == 3 and all("corrected not done yet" in r.reason for r in e4)
+    ames_table = pd.read_csv(d / "tables/ames.csv")
+    assert set(ames_table["mode"]) == {"reference_code"} and set(ames_table.algorithm) == {"linear", "ridge", "lasso"}
     assert (d / "figures/ames.png").is_file() and (d / "figures/ames_ablation.png").is_file()
-    assert "## E4 from the settings done" in text and "not done yet: corrected" in text
-    assert text.count("corrected not done yet") == 3  # each E4 row names the mode it lacks
     # the essay: the reference set's model is far from Bayes-optimal, so every trained claim reads 'did not learn'
-    assert "**did not learn**: no claim below counts" in text
-    essay_part = text.split("## E6", 1)[1]
-    trained = [line for line in essay_part.splitlines() if "did not learn" in line and line.startswith("| ")]
+    trained = [r for r in verdicts if r.experiment == "E6 (essay)" and r.verdict == "did not learn"]
     assert len(trained) >= 10 and (d / "figures/essay_icl.png").is_file()
 
     # the gate can say yes: the same table with the model at the ridge's MSE lets the claims count
@@ -371,34 +447,48 @@ def test_page_sections_table_each_experiment_from_its_done_settings_and_gate_the
         ridge = curves[g & (curves.estimator == "ridge") & (curves.k == k)].mse_mean.iloc[0]
         curves.loc[g & (curves.estimator == "model") & (curves.k == k), "mse_mean"] = ridge
     curves.to_csv(d / "tables/essay_curves.csv", index=False)
-    learned = "\n".join(page.essay_section(d, cfg, "reference.yaml"))
-    assert "**learned**: the claims below count" in learned
-    assert not [line for line in learned.split("## E6", 1)[1].splitlines()
-                if "**did not learn**" in line and line.startswith("| ")]
+    assert not [r for r in page.essay_rows(d, cfg, "reference.yaml") if r.verdict == "did not learn"]
 
     # E3 and E2: the done settings only; a (mode, H) waits until its H is done in every done mode
     for exp in ("statistical", "theorem31"):
         shutil.copytree(ref / exp, d / exp)
     done3 = [cp.statistical_setting(m, H, seeds) for m, H in (("fitted", 6), ("reference_code", 6), ("fitted", 1))]
     t31 = cp.theorem31_setting(60, seeds)
-    more = "\n".join(page.other_sections(d, [(s, "done", {}, None) for s in (*done3, t31)], cfg, "reference.yaml", []))
+    more = page.experiment_rows(d, [(s, "done", {}) for s in (*done3, t31)], cfg, "reference.yaml")
     assert set(pd.read_csv(d / "tables/statistical_emulation.csv").heads) == {6}
     assert set(pd.read_csv(d / "tables/f_emulation.csv").p) == {60}
-    assert "statistical/fitted_H1 (made; tabled once its H is done in every mode)" in more
-    e3 = more.split("## E3", 1)[1].split("## E2", 1)[0]
-    assert "| lasso, H=1 |" in e3 and "**missing from this set**" in e3
+    e3 = {r.setting: r for r in more if r.experiment == "E3"}
+    assert e3["lasso, H=1"].verdict == page.MISSING and e3["lasso, H=6"].verdict != page.MISSING
+    assert "(1 of this experiment's not done yet)" in e3["lasso, H=6"].reason  # fitted_H1: made, not tabled yet
     assert (d / "figures/statistical_heads.png").is_file() and (d / "figures/f_emulation.png").is_file()
 
     # an experiment with no done setting left keeps no derived table or figure
-    none_left: list = []
-    assert page.other_sections(d, [(ames, "partial", {}, None), (essay, "todo", {}, None)], cfg, "x", none_left) == []
-    assert none_left == [] and not (d / page.VERDICTS).exists()
+    assert page.experiment_rows(d, [(ames, "partial", {}), (essay, "todo", {})], cfg, "x") == []
+    page.write_verdicts(d, [])
+    assert not (d / page.VERDICTS).exists()
     assert not list(d.glob("tables/ames*")) and not list(d.glob("figures/ames*")) and not list(d.glob("figures/essay*"))
     assert not list(d.glob("tables/statistical*")) and not list(d.glob("tables/f_*")) and not list(d.glob("figures/f_*"))
 
 
+def test_training_vs_paper_says_when_our_curve_never_reaches_the_papers_level(tmp_path):
+    """Where the paper's E3 values sit on our training curves: a curve that never reaches their level says so, with
+    its figure; no published-protocol setting, no section."""
+    from tools.campaign.page import training_vs_paper_lines
+
+    def record(name, mode):
+        rec = {"mode": mode, "setting": {"mode": mode, "heads": 6}, "seed": 0, "train_history": [1.0] * 5,
+               "mse": {"lasso": 1, "ridge": 1, "linear": 1}, "algorithm_counts": {"lasso": 10, "ridge": 10, "linear": 10}}
+        (tmp_path / name).write_text(json.dumps(rec))
+        return str(tmp_path / name)
+
+    (tmp_path / "figures").mkdir()
+    text = "\n".join(training_vs_paper_lines(tmp_path, [record("a.json", "reference_code")]))
+    assert "never reaches it in 5 epochs" in text and (tmp_path / "figures/statistical_training.png").is_file()
+    assert training_vs_paper_lines(tmp_path, [record("b.json", "fitted")]) == []
+
+
 def test_page_names_other_code_only_for_changes_outside_results():
-    from algo_emu.campaign_page import built_by
+    from tools.campaign.page import built_by
 
     sha = "0123456789abcdef"
     own = ["results/reference/paper-scale/README.md", "results/reference/paper-scale/campaign/resume/x/calls.json"]
@@ -412,7 +502,7 @@ def test_page_names_other_code_only_for_changes_outside_results():
 def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tracks_it(tmp_path, monkeypatch):
     import subprocess
 
-    from algo_emu.campaign_page import STATUS_WORDS, running_words
+    from tools.campaign.page import STATUS_WORDS, running_words
 
     resume = tmp_path / "set/campaign/resume/ames__corrected"
     (resume / "ck").mkdir(parents=True)

@@ -3,9 +3,9 @@
 # inside a stated time budget, writing the records the Snakemake rules write (docs/gpu.md).
 #
 # On a GPU machine without snakemake or a network:
-#   run(command="bash benchmarks/device_paper_scale.sh", carry=[".whl", "data/raw"], timeout_s=600)
+#   run(command="bash tools/benchmarks/device_paper_scale.sh", carry=[".whl", "data/raw"], timeout_s=600)
 # Here on CPU at tiny scale (what tests/test_device_script.py runs):
-#   OUT=/tmp/out SCALE=tiny BUDGET=300 PYTHON=.venv/bin/python bash benchmarks/device_paper_scale.sh
+#   OUT=/tmp/out SCALE=tiny BUDGET=300 PYTHON=.venv/bin/python bash tools/benchmarks/device_paper_scale.sh
 #
 # Why the package CLI and not snakemake: snakemake is not installed on the device machine (carrying it would
 # be ~30 wheels, untested there) and it cannot stop every job at a deadline and say what was cut. The script
@@ -58,7 +58,7 @@
 # device.json; the copy sent has no .git), PYTHON (default python3: the one holding torch there).
 set -uo pipefail
 : "${OUT:?set OUT (the folder the results are written to)}"
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-python3}
 # jsonschema (config validation) is not installed on the device machine: install the carried wheels (docs/gpu.md).
 if ! "$PY" -c "import jsonschema" 2>/dev/null; then
@@ -70,7 +70,7 @@ if ! "$PY" -c "import jsonschema" 2>/dev/null; then
     echo "jsonschema is missing and no .whl/ was carried: see docs/gpu.md (pip download ... -d .whl)"; exit 1
   fi
 fi
-export REPO OUT PYTHONPATH=$REPO/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export REPO OUT PYTHONPATH=$REPO/src:$REPO${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 exec "$PY" - <<'PYEOF'
 import json, os, re, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
@@ -105,7 +105,7 @@ def say(msg):
 
 
 from algo_emu.config import load_config  # noqa: E402
-from algo_emu.io import join_parts, pack_parts  # noqa: E402
+from tools.resume_parts import join_parts, pack_parts  # noqa: E402
 from algo_emu.runtime import config_hash  # noqa: E402
 from algo_emu.experiments.step_keys import OMITTED_AT  # noqa: E402
 from algo_emu.experiments.heads_settings import p_sweep_protocol, settings as heads_settings, setting_name  # noqa: E402
@@ -681,7 +681,7 @@ status["wall_s"] = round(time.time() - T0, 1)
 agg_note = f"; {len(status['aggregation_failed'])} aggregation steps did not finish" if status["aggregation_failed"] else ""
 lines = [f"# GPU run: {'complete' if status['complete'] else 'PARTIAL'} ({wanted_total - missing_total} of {wanted_total} "
          f"settings{agg_note})", "",
-         f"Made by `benchmarks/device_paper_scale.sh` (docs/gpu.md) on {gpu_name}, config `{status['config']}` "
+         f"Made by `tools/benchmarks/device_paper_scale.sh` (docs/gpu.md) on {gpu_name}, config `{status['config']}` "
          f"(hash `{CHASH}`), seeds {SEEDS}, budget {BUDGET:.0f} s (training until {BUDGET - RESERVE:.0f} s), {MAX_JOBS} steps "
          f"at once, compile {COMPILE}, commit `{devinfo.get('git_commit')}`, code `{devinfo.get('code_version')}`; "
          f"took {status['wall_s']:.0f} s." + (f" Earlier records reused from `{REUSE}`." if reused else "")

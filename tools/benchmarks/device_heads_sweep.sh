@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# E1's heads sweep alone on a GPU machine without snakemake: a thin wrapper of benchmarks/device_paper_scale.sh, which runs
+# E1's heads sweep alone on a GPU machine without snakemake: a thin wrapper of tools/benchmarks/device_paper_scale.sh, which runs
 # every trained experiment (docs/gpu.md) and whose header says how the budget is split, what is returned under
 # $OUT (gpu_reference.tar.gz with results/reference/gpu/'s layout, SUMMARY.md, status.json, device.json,
 # logs.tar.gz, resume.tar.gz) and how unfinished settings are named.
-#   run(command="bash benchmarks/device_heads_sweep.sh", carry=[".whl"], timeout_s=600)
+#   run(command="bash tools/benchmarks/device_heads_sweep.sh", carry=[".whl"], timeout_s=600)
 # Knobs kept from the earlier script: DEADLINE (seconds of training; the budget is DEADLINE + RESERVE),
 # PROTOCOL (published: the heads sweep the paper's numbers compare with; independent: ours; both: the two),
 # EPOCHS and N_PROMPTS (write a copy of config/config.yaml with heads.epochs / heads.n_prompts changed, to try
@@ -22,7 +22,7 @@ export RESERVE=${RESERVE:-60}
 [ -n "${DEADLINE:-}" ] && export BUDGET=$(( DEADLINE + RESERVE ))
 if [ -n "${EPOCHS:-}${N_PROMPTS:-}" ]; then
   TMPCFG=$(mktemp "${TMPDIR:-/tmp}/algo-emu-heads-XXXXXX.yaml")
-  "${PYTHON:-python3}" - "$HERE/../${CONFIG_BASE:-config/config.yaml}" "$TMPCFG" <<'PY' || exit 1
+  "${PYTHON:-python3}" - "$HERE/../../${CONFIG_BASE:-config/config.yaml}" "$TMPCFG" <<'PY' || exit 1
 import os, sys, yaml
 cfg = yaml.safe_load(open(sys.argv[1]))
 for key, env in (("epochs", "EPOCHS"), ("n_prompts", "N_PROMPTS")):

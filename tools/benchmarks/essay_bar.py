@@ -9,7 +9,7 @@ of a stream the pipeline never uses, at k = 8, 16 and k_max. One run per call; e
 ``--out`` (JSON), with the environment that made it, so rows of several budgets (and machines) stand
 side by side:
 
-    python benchmarks/essay_bar.py --steps 12000 --out benchmarks/essay_bar.json
+    python tools/benchmarks/essay_bar.py --steps 12000 --out tools/benchmarks/essay_bar.json
 
 The training seconds are the machine's own (``environment.hardware``); rows run side by side on one
 machine say so (``--load-note``).
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 
 from algo_emu.config import load_config  # noqa: E402

@@ -1,5 +1,5 @@
 """Seconds per epoch and milliseconds per optimiser step of the GPU script's training steps, read from what
-its runs returned (`benchmarks/device_paper_scale.sh`, docs/gpu.md): the measurements that replace the
+its runs returned (`tools/benchmarks/device_paper_scale.sh`, docs/gpu.md): the measurements that replace the
 estimates of docs/gpu.md and size the next run.
 
 Each run folder holds the files the script returns (status.json, device.json, logs.tar.gz; gpu_util.csv when
@@ -9,8 +9,8 @@ epochs after the first (the first holds start-up and CUDA's warm-up), the steps 
 running beside it, the minutes its every epoch would take at that rate, and its logged mean training loss per
 epoch (the docs set it beside the same setting's CPU records).
 
-    python benchmarks/device_epochs.py benchmarks/device_runs/h200_16jobs benchmarks/device_runs/h200_1job \
-        --out benchmarks/device_h200.json
+    python tools/benchmarks/device_epochs.py tools/benchmarks/device_runs/h200_16jobs tools/benchmarks/device_runs/h200_1job \
+        --out tools/benchmarks/device_h200.json
 """
 
 from __future__ import annotations
@@ -19,23 +19,32 @@ import argparse
 import csv
 import io
 import json
+import math
 import re
 import statistics
 import sys
 import tarfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 
 from algo_emu.config import load_config  # noqa: E402
-from algo_emu.docs_numbers import steps_per_epoch  # noqa: E402
 from algo_emu.io import write_json, write_text  # noqa: E402
 
 EPOCH = re.compile(r"epoch (\d+)/(\d+)\s+([0-9.]+)s(?:\s+mean train loss ([0-9.eE+-]+))?")
 MEMBERS = re.compile(r"(\d+) members on (\w+)")
 GROUP = (("heads_train_", "heads", "E1"), ("theorem31_", "theorem31", "E2"), ("statistical_", "statistical", "E3"),
          ("ames_train", "ames", "E4"))
+
+
+def steps_per_epoch(cfg: dict) -> dict[str, int]:
+    """Optimiser steps per epoch of E1, E2 and E3's training at ``cfg`` (batches of ``batch_size`` over the training
+    prompts, the last one partial), keyed by config section."""
+    h, t, st = cfg["heads"], cfg["theorem31"], cfg["statistical"]
+    return {"heads": math.ceil(h["n_prompts"] * (1 - h["test_fraction"]) / h["batch_size"]),
+            "theorem31": math.ceil(t["n_prompts"] * (1 - t["test_fraction"]) / t["batch_size"]),
+            "statistical": math.ceil(st["n_prompts"] / st["batch_size"])}
 
 
 def _logs(folder: Path) -> dict[str, str]:
@@ -150,13 +159,13 @@ def main(argv=None) -> int:
     for f in args.runs:
         missing = [n for n in ("status.json", "device.json", "logs.tar.gz") if not (f / n).is_file()]
         if missing:
-            ap.error(f"{f}: missing {', '.join(missing)} (the files benchmarks/device_paper_scale.sh returns)")
+            ap.error(f"{f}: missing {', '.join(missing)} (the files tools/benchmarks/device_paper_scale.sh returns)")
     runs = []
     for f in args.runs:
         status = json.loads((f / "status.json").read_text())
         cfg = load_config(REPO / status["config"], gpu_check=False)
         runs.append(run_rows(f.resolve(), steps_per_epoch(cfg)))
-    res = {"what": "training steps of benchmarks/device_paper_scale.sh, timed by their own per-epoch log lines",
+    res = {"what": "training steps of tools/benchmarks/device_paper_scale.sh, timed by their own per-epoch log lines",
            "runs": runs, "sharing": sharing(runs)}
     write_json(args.out, res)
     md = args.out.with_suffix(".md")

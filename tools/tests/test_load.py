@@ -1,4 +1,4 @@
-"""algo_emu.load: what shared the machine with a job, measured while it ran. A real child process, busy, then
+"""tools.campaign.load: what shared the machine with a job, measured while it ran. A real child process, busy, then
 stopped (SIGSTOP), then busy again: its CPU is counted, the stopped stretch is one stall, and the summary is what a
 campaign call records (written into its calls.json by campaign.record_load)."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from algo_emu import load as ld
+from tools.campaign import load as ld
 
 BUSY = "import time\nt = time.time()\nwhile time.time() - t < 60:\n    pass\n"
 

@@ -1,4 +1,4 @@
-"""benchmarks/device_paper_scale.sh (the GPU script of docs/gpu.md), tried on CPU at tiny scale.
+"""tools/benchmarks/device_paper_scale.sh (the GPU script of docs/gpu.md), tried on CPU at tiny scale.
 
 Fast: both device scripts parse, and the script's --params slices are the rules' (so its records are the
 records Snakemake would write). Slow (`pytest -m slow`, minutes on 2 cores): a whole tiny run writes records,
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from algo_emu.io import split_file
+from tools.resume_parts import split_file
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "device_paper_scale.sh"
-WRAPPER = REPO / "benchmarks" / "device_heads_sweep.sh"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tools" / "benchmarks" / "device_paper_scale.sh"
+WRAPPER = REPO / "tools" / "benchmarks" / "device_heads_sweep.sh"
 RULES = REPO / "workflow" / "rules"
 
 

@@ -1,21 +1,21 @@
-"""benchmarks/device_epochs.py (what the GPU runs timed) and the docs blocks that read its JSON."""
+"""tools/benchmarks/device_epochs.py: what the GPU runs timed."""
 
 from __future__ import annotations
 
 import io
 import json
-import shutil
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from algo_emu import docs_numbers as dn
 from algo_emu.runtime import REPO_ROOT
 
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+sys.path.insert(0, str(REPO_ROOT / "tools" / "benchmarks"))
 import device_epochs as de  # noqa: E402
+
+DEVICE_BENCH = REPO_ROOT / "tools" / "benchmarks" / "device_h200.json"
 
 
 def _log(epochs: list[float], members: int = 30, total: int = 50) -> str:
@@ -76,68 +76,6 @@ def test_missing_file_is_named(tmp_path, capsys):
     assert "missing device.json, logs.tar.gz" in err and not (tmp_path / "x.json").exists()
 
 
-def test_docs_read_the_measurement_and_fall_back_to_an_estimate_without_it(tmp_path):
-    """With the committed JSON the GPU blocks price steps at the measured rate; without it they say estimate."""
-    root = tmp_path / "root"
-    for rel in ("config/config.yaml", "benchmarks/engine.json", dn.DEVICE_BENCH.as_posix()):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / rel, root / rel)
-    for m in ("corrected", "reference_code"):
-        rel = dn.REF / "ames" / m / "seed0" / "metrics.json"
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / rel, root / rel)
-    g = dn.gpu_measured(root)
-    bench = json.loads((root / dn.DEVICE_BENCH).read_text())
-    alone = [r for run in bench["runs"] for r in run["rows"] if r["jobs_at_once"] == 1][0]
-    assert g["alone_ms"] == alone["ms_per_step"] and g["throughput"] == bench["sharing"][0]["throughput_vs_alone"]
-    fit = dn.block_gpu_fit(root)
-    assert "estimated (a guess" not in fit and f"alone {dn._g(alone['ms_per_step'], 3)} ms per step" in fit
-    measured = dn.block_gpu_measured(root)
-    assert measured.count("| E1 H = 1, p = 60 |") == 2 and "the shared GPU did" in measured
-    assert "CPU benchmark" not in measured  # no paper_scale.json in this root
-    (root / dn.PAPER_BENCH).write_text(json.dumps({"rows": {"E1 H=1 p=60": {"measured": {"step_seconds": 0.05}}}}))
-    x = 50 / alone["ms_per_step"]
-    assert (f"takes 50 ms per step: the GPU alone runs it {dn._g(x, 3)}x as fast, and shared it did the work of "
-            f"{dn._g(x * bench['sharing'][0]['throughput_vs_alone'], 3)} such CPU jobs") in dn.block_gpu_measured(root)
-    (root / dn.DEVICE_BENCH).unlink()
-    assert dn.gpu_measured(root) is None
-    assert "estimated (a guess, not a measurement)" in dn.block_gpu_fit(root)
-    assert dn.block_gpu_measured(root) == "No GPU run has timed a training step yet.\n"
-
-
-def test_step_labels():
-    assert dn.device_step_label("heads_train_published_H12_p60") == "E1 H = 12, p = 60"
-    assert dn.device_step_label("heads_train_independent_H2_p60") == "E1 H = 2, p = 60 (independent)"
-    assert dn.device_step_label("theorem31_blind_p100") == "E2 p = 100 weight-blind"
-    assert dn.device_step_label("statistical_train_reference_code_H6") == "E3 reference_code H = 6"
-    assert dn.device_step_label("ames_train_corrected") == "ames_train_corrected"
-
-
-def test_gpu_training_loss_is_set_beside_the_cpu_records_of_the_same_setting(tmp_path):
-    """The comparison row reads the paper-scale set's per-seed histories (mean over every member) at epoch 2 and at
-    the last epoch the GPU reached; a setting without CPU records gets no row."""
-    root = tmp_path / "root"
-    (root / dn.DEVICE_BENCH).parent.mkdir(parents=True)
-    shutil.copy(REPO_ROOT / dn.DEVICE_BENCH, root / dn.DEVICE_BENCH)
-    bench = json.loads((root / dn.DEVICE_BENCH).read_text())
-    gpu = next(r for r in dn._most_shared_run(bench)["rows"]
-               if r["step"] == "heads_train_published_H1_p60")
-    last = max(int(k) for k in gpu["mean_train_loss"])
-    assert "GPU / CPU" not in dn.block_gpu_measured(root)
-    for seed, scale in ((0, 1.0), (1, 3.0)):
-        f = root / dn.PAPER / "heads/published/runs/H1_p60" / f"seed{seed}" / "metrics.json"
-        f.parent.mkdir(parents=True)
-        f.write_text(json.dumps({"history": [{"epoch": e, "train_loss": {"K": 0.1 * scale, "Q": 0.2 * scale, "V": 0.3 * scale}}
-                                             for e in (1, 2, last)]}))
-    block = dn.block_gpu_measured(root)
-    cpu = (0.1 + 0.2 + 0.3) * (1 + 3) / 6
-    row = next(x for x in block.split("GPU / CPU")[1].splitlines() if x.startswith("| E1 H = 1, p = 60 | "))
-    assert row == (f"| E1 H = 1, p = 60 | {dn._g(gpu['mean_train_loss']['2'], 4)} | {dn._g(cpu, 4)} | {last} | "
-                   f"{dn._g(gpu['mean_train_loss'][str(last)], 4)} | {dn._g(cpu, 4)} | "
-                   f"{dn._g(gpu['mean_train_loss'][str(last)] / cpu, 3)} |")
-    assert "| E1 H = 2, p = 60 | " not in block.split("GPU / CPU")[1]
-
-
 def test_the_jobs_per_gpu_defaults_are_the_measured_sharing_ratio():
     """The gpu-local profile's jobs per GPU and the GPU script's MAX_JOBS default are the committed run's ratio of the
     shared GPU's work to one job's alone, rounded (docs/gpu.md: about that many jobs keep it as busy)."""
@@ -145,7 +83,7 @@ def test_the_jobs_per_gpu_defaults_are_the_measured_sharing_ratio():
 
     from algo_emu import runtime
 
-    ratio = json.loads((REPO_ROOT / dn.DEVICE_BENCH).read_text())["sharing"][0]["throughput_vs_alone"]
-    script = (REPO_ROOT / "benchmarks/device_paper_scale.sh").read_text()
+    ratio = json.loads(DEVICE_BENCH.read_text())["sharing"][0]["throughput_vs_alone"]
+    script = (REPO_ROOT / "tools/benchmarks/device_paper_scale.sh").read_text()
     default = int(re.search(r'MAX_JOBS = int\(E.get\("MAX_JOBS"\) or min\((\d+), os.cpu_count\(\) or 1\)\)', script).group(1))
-    assert runtime.DEFAULT_JOBS_PER_GPU == dn.GPU_DEFAULT_JOBS == default == round(ratio)
+    assert runtime.DEFAULT_JOBS_PER_GPU == default == round(ratio)
