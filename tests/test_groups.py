@@ -205,3 +205,26 @@ def test_grouped_statistical_job_saves_the_per_setting_models(tmp_path):
         else:
             for s in a["history"]:
                 torch.testing.assert_close(torch.tensor(a["history"][s]), torch.tensor(g["history"][s]), rtol=1e-5, atol=0)
+
+
+def test_grouped_theorem31_job_writes_the_per_setting_records(tmp_path):
+    """E2's model and weight-blind baseline of one p as one job (the baseline's tokens [x_i; y_i] zero-padded to
+    [x_i; y_i; w]): the model's records are its own job's, bit for bit; the baseline's the same keys, its numbers
+    within float32 rounding of the padded sum."""
+    from algo_emu.experiments import theorem31 as e2
+    from algo_emu.config import schema_defaults
+
+    params = schema_defaults("theorem31") | {"n_prompts": 40, "n_tokens": 4, "d": 3, "hidden": 8,
+                                             "fs": ["tanh", "identity"], "epochs": 2, "batch_size": 8}
+    alone = {b: e2.train_setting(params, 6, [0, 1], tmp_path / f"alone{b}", None, "cpu", 1, blind=b) for b in (False, True)}
+    _cli(e2, ["train", "--params", json.dumps(params), "--p", "6", "--seeds", "0", "1", "--out-dir", str(tmp_path / "model"),
+              "--blind-out-dir", str(tmp_path / "blind"), "--device", "cpu", "--threads", "1", "--steps-per-call", "3"])
+    for s in (0, 1):
+        model = json.loads((tmp_path / "model" / f"seed{s}" / "metrics.json").read_text())
+        blind = json.loads((tmp_path / "blind" / f"seed{s}" / "metrics.json").read_text())
+        _same(alone[False][s], model)
+        assert blind.keys() == alone[True][s].keys() and blind["params"] == alone[True][s]["params"]
+        for f, r in alone[True][s]["by_f"].items():
+            torch.testing.assert_close(torch.tensor(blind["by_f"][f]["train_loss"]), torch.tensor(r["train_loss"]),
+                                       rtol=1e-5, atol=0)
+            assert blind["by_f"][f]["mse"] == pytest.approx(r["mse"], rel=1e-4)

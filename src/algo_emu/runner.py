@@ -124,6 +124,14 @@ class Runner:
             fp["seeds"] = list(job.seeds)
         return fp | dict(job.fingerprint_extra or {})
 
+    def train_jobs(self, jobs: Sequence[Job], checkpoint: str | Path | None, steps_per_call: int = 1) -> list[TrainResult]:
+        """One job: :meth:`train` (the per-setting job, as ever); several: :meth:`train_group`."""
+        if len(jobs) == 1:
+            job = jobs[0]
+            return [self.train(job.model, job.task, job.cfg, job.run_params, checkpoint, job.seeds,
+                               job.fingerprint_extra, job.on_epoch)]
+        return self.train_group(jobs, checkpoint, steps_per_call)
+
     def train_group(self, jobs: Sequence[Job], checkpoint: str | Path | None, steps_per_call: int = 1) -> list[TrainResult]:
         """Train ``jobs`` (settings of one shape: the same block, training-set size and training config) as one
         ensemble (:meth:`~algo_emu.models.emulator.EnsembleEmulator.stacked`, :class:`~algo_emu.train.StackedTask`)

@@ -356,7 +356,10 @@ def train_ensemble(
     n_steps = math.ceil(task.n_train / B)
     full = task.n_train // B  # steps of a whole batch; the last one may be partial
     running = torch.zeros(len(members), dtype=torch.float64, device=device)
-    steps = make_steps(model, task, cfg, opt, running)
+    if K == 1:
+        step = make_step(model, task, cfg, opt)
+    else:
+        steps = make_steps(model, task, cfg, opt, running)
     t_start = time.perf_counter()
     for epoch in range(start_epoch, cfg.epochs):
         t0 = time.perf_counter()
@@ -366,7 +369,9 @@ def train_ensemble(
         running.zero_()
         for s in range(0, n_steps, K):
             k = min(K, n_steps - s)
-            if s + k <= full:  # k whole batches: (k, E, B)
+            if K == 1:  # the per-step loop (the per-setting jobs')
+                running += step(order[:, s * B:(s + 1) * B])
+            elif s + k <= full:  # k whole batches: (k, E, B)
                 steps(order[:, s * B:(s + k) * B].view(len(members), k, B).transpose(0, 1))
             else:  # the partial last batch (and the whole ones before it) one at a time
                 for t in range(s, s + k):

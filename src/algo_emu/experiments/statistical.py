@@ -168,11 +168,7 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     t_data = run.seconds()
     paths = {blind: model_path} if blind_path is None else {False: model_path, True: blind_path}
     settings = [_Setting(params, mode, H, seeds, task, b, run.device) for b in paths]
-    if len(settings) == 1:
-        job = settings[0].job
-        results = [run.train(job.model, job.task, job.cfg, job.run_params, checkpoint, seeds=seeds)]
-    else:
-        results = run.train_group([s.job for s in settings], checkpoint, steps_per_call)
+    results = run.train_jobs([s.job for s in settings], checkpoint, steps_per_call)
     return [s.save(run, r, path, t_data) for s, r, path in zip(settings, results, paths.values())][0]
 
 
