@@ -18,10 +18,10 @@ files give, naming the block. Sources, all inside the repository:
 - ``benchmarks/engine.json`` (``make bench``) and, once it exists, ``benchmarks/paper_scale.json`` (the
   paper-scale cost benchmark the campaign predicts from) with ``benchmarks/paper_scale_<machine>.json`` (the same
   benchmark on other CPUs), and ``benchmarks/essay_bar.json`` (what the essay's model reaches against its gate);
-- ``benchmarks/device_h200.json`` (``benchmarks/device_epochs.py``): the GPU script's training steps as its runs
+- ``benchmarks/device_h200.json`` (``benchmarks/device_epochs.py``): the per-setting GPU runs' training steps as they
   timed them (docs/gpu.md, the README's GPU line);
 - :mod:`algo_emu.paper_values` for the paper's own numbers.
-- the configs (``config/*.yaml``) for sizes derived from them (docs/gpu.md's steps per process), and
+- the configs (``config/*.yaml``) for sizes derived from them, and
   :mod:`algo_emu.constructions.grid` for E5's end margin (the code's own deterministic numbers).
 
 Estimates that no committed file records (how long the toy and small configs take) are the constants in
@@ -63,10 +63,8 @@ ESTIMATES = {
 #: Milliseconds per optimiser step of one process alone on a large GPU (kernel launches and Python bound):
 #: the guess docs/gpu.md prices with where no GPU run has timed a step (:data:`DEVICE_BENCH`), never a measurement.
 GPU_STEP_MS = (1, 2)
-#: The GPU script's training steps as its runs timed them (``python benchmarks/device_epochs.py``).
+#: The per-setting GPU runs' training steps as they timed them (``python benchmarks/device_epochs.py``).
 DEVICE_BENCH = Path("benchmarks/device_h200.json")
-#: The GPU script's ``MAX_JOBS`` default (benchmarks/device_paper_scale.sh; docs/gpu.md says why).
-GPU_DEFAULT_JOBS = 4
 
 EXPERIMENT_OF_RULE = (("heads", "E1"), ("theorem31", "E2"), ("statistical", "E3"), ("ames", "E4"),
                       ("construction", "E5"), ("essay", "E6"))
@@ -938,7 +936,7 @@ def _most_shared_run(bench: dict) -> dict:
 
 
 def gpu_measured(root: Path) -> dict | None:
-    """What the GPU script's committed runs (:data:`DEVICE_BENCH`) timed: the GPU, one job alone (ms per step,
+    """What the committed per-setting GPU runs (:data:`DEVICE_BENCH`) timed: the GPU, one job alone (ms per step,
     its shape), the most-shared run (jobs at once, its range of ms per step), and the shared GPU's throughput
     against one job alone; None when no run timed a job alone and beside others."""
     f = root / DEVICE_BENCH
@@ -956,85 +954,6 @@ def gpu_measured(root: Path) -> dict | None:
             "shared_jobs": max(r["jobs_at_once"] for r in shared["rows"]), "shared_ms": (min(ms), max(ms)),
             "shared_window_s": shared["budget_s"] - shared["reserve_s"], "shared_rows": shared["rows"],
             "throughput": b["sharing"][0]["throughput_vs_alone"], "runs": b["runs"], "sharing": b["sharing"]}
-
-
-def block_gpu_fit(root: Path) -> str:
-    """Optimiser steps per process of benchmarks/device_paper_scale.sh at the paper's scale (from
-    config/config.yaml; E4's training prompts from the committed reference set's records, the same packaged
-    data), and what they take: at the rates the GPU runs measured (:data:`DEVICE_BENCH`) where they timed the
-    group, else at the guessed :data:`GPU_STEP_MS` (printed as an estimate)."""
-    cfg = _config(root, "config/config.yaml")
-    h, t, st, am = cfg["heads"], cfg["theorem31"], cfg["statistical"], cfg["ames"]
-    spe = steps_per_epoch(cfg)
-    e1, e2, e3 = spe["heads"], spe["theorem31"], spe["statistical"]
-    e4 = {m: math.ceil(read_json(root / REF / "ames" / m / "seed0" / "metrics.json")["budget"]["n_prompts"]
-                       / am["batch_size"]) for m in ("corrected", "reference_code")}
-    steps = {"heads": e1 * h["epochs"], "theorem31": e2 * t["epochs"], "statistical": e3 * st["epochs"],
-             "ames": {m: 2 * v * am["epochs"] for m, v in e4.items()}}
-    n_h, n_p, n_t = len(h["heads_sweep"]), len(t["p_sweep"]), len(st["heads_sweep"])
-    procs = {"heads": n_h, "theorem31": 2 * n_p, "statistical": 2 * len(st["modes"]) * n_t,
-             "p_sweep": len([p for p in h["p_sweep"] if p != h["p_heads_sweep"]]), "independent": n_h}
-    gpu = gpu_measured(root)
-    lo, hi = (gpu["alone_ms"], gpu["alone_ms"]) if gpu else GPU_STEP_MS
-
-    def minutes(n: int) -> str:
-        return _g(n * lo / 60000, 2) if lo == hi else f"{_g(n * lo / 60000, 2)}-{_g(n * hi / 60000, 2)}"
-
-    def k(n: int) -> str:
-        return f"{n:,}"
-
-    def shared(prefix: str) -> str:
-        mins = [r["minutes_every_epoch"] for r in (gpu["shared_rows"] if gpu else []) if r["step"].startswith(prefix)]
-        return f"{_g(min(mins), 3)}-{_g(max(mins), 3)}" if mins else "not timed"
-
-    c, r = steps["ames"]["corrected"], steps["ames"]["reference_code"]
-    lines = [f"Optimiser steps per process at the paper's scale (`config/config.yaml`, batch {h['batch_size']}): "
-             f"E1 {k(round(h['n_prompts'] * (1 - h['test_fraction'])))} training prompts -> {k(e1)} steps per epoch "
-             f"over {h['epochs']} epochs = {k(steps['heads'])}; E2 {k(e2)} per epoch over {t['epochs']} epochs = "
-             f"{k(steps['theorem31'])}; E3 {k(st['n_prompts'])} prompts -> {k(e3)} per epoch over {st['epochs']} "
-             f"epochs = {k(steps['statistical'])}; E4 on the packaged data (training prompts per epoch as in the "
-             f"committed reference set's records) corrected {k(e4['corrected'])} per epoch over {am['epochs']} "
-             f"epochs, twice (emulator, then baseline) = {k(c)}, reference_code {k(e4['reference_code'])} per "
-             f"epoch, likewise = {k(r)}."]
-    if gpu:
-        lines[0] += (f" Timed on one {gpu['gpu']} (`{DEVICE_BENCH.as_posix()}`): {gpu['alone_shape']} alone "
-                     f"{_g(gpu['alone_ms'], 3)} ms per step, the one shape timed alone; with {gpu['shared_jobs']} jobs "
-                     f"at once, each of E1's and E2's took {_g(gpu['shared_ms'][0], 2)}-{_g(gpu['shared_ms'][1], 3)} ms. "
-                     "Then, per process:")
-        head = (f"| group | steps per process | minutes alone (at {gpu['alone_shape']}'s rate; other shapes an "
-                f"extrapolation) | minutes with {gpu['shared_jobs']} at once (measured per setting) | processes |")
-    else:
-        lines[0] += (f" E1's useful work per ensemble step is "
-                     f"{_g(read_json(root / ENGINE)['useful_mflop_per_step'] / 1000, 2)} GFLOP (`benchmarks/engine.json`), "
-                     f"tiny for a large GPU, so a step is bound by kernel launches and Python: **estimated (a guess, not a "
-                     f"measurement) at {lo}-{hi} ms** per step for one process alone. Then, each process alone:")
-        head = "| group | steps per process | estimated minutes per process | minutes shared | processes |"
-    lines += ["", head, "|---|---|---|---|---|",
-              f"| `heads` | {k(steps['heads'])} | {minutes(steps['heads'])} | {shared('heads_train_published')} | "
-              f"{procs['heads']} |",
-              f"| `theorem31` | {k(steps['theorem31'])} | {minutes(steps['theorem31'])} | {shared('theorem31_')} | "
-              f"{procs['theorem31']} |",
-              f"| `ames` | {k(c)} / {k(r)} | {minutes(c)} / {minutes(r)} | {shared('ames_')} | {len(am['modes'])} |",
-              f"| `statistical` | {k(steps['statistical'])} | {minutes(steps['statistical'])} | {shared('statistical_')} | "
-              f"{procs['statistical']} |",
-              f"| `p_sweep`, `independent` | {k(steps['heads'])} | {minutes(steps['heads'])} | not timed | "
-              f"{procs['p_sweep']}, {procs['independent']} |", ""]
-    total = (steps["heads"] * (procs["heads"] + procs["p_sweep"] + procs["independent"])
-             + steps["theorem31"] * procs["theorem31"] + c + r + steps["statistical"] * procs["statistical"])
-    if gpu:
-        quick = min(r["minutes_every_epoch"] for r in gpu["shared_rows"])
-        lines.append(f"About {_g(total / 1e6, 2)} million steps in all: {_g(total * lo / 3.6e6, 2)} h one job at a time "
-                     f"at the alone rate, about {_g(total * lo / 3.6e6 / gpu['throughput'], 2)} h at the throughput "
-                     f"of {gpu['shared_jobs']} jobs at once ({_g(gpu['throughput'], 3)}x one alone; both extrapolated "
-                     f"from E1 H = 1 to every shape). With {gpu['shared_jobs']} at once no process finishes inside one "
-                     f"call's training window of {_g(gpu['shared_window_s'], 3)} s: the quickest needs {_g(quick, 3)} "
-                     "minutes.")
-    else:
-        lines.append(f"About {_g(total / 1e6, 2)} million steps in all. If {GPU_DEFAULT_JOBS} processes share the GPU "
-                     f"without slowing each other, that is an estimated {_g(total * lo / 60000 / GPU_DEFAULT_JOBS, 2)}-"
-                     f"{_g(total * hi / 60000 / GPU_DEFAULT_JOBS, 2)} minutes of device work; if the GPU's time-slicing "
-                     f"between processes serialises them, the sum of the processes' times instead.")
-    return "\n".join(lines) + "\n"
 
 
 def _cpu_train_loss(root: Path, protocol: str, H: int, p: int, epoch: int) -> float | None:
@@ -1373,7 +1292,6 @@ GENERATORS: dict[str, Callable[[Path], str]] = {
     "essay-claims-paper": block_essay_claims_paper,
     "essay-equivalences": block_essay_equivalences,
     "essay-cost": block_essay_cost,
-    "gpu-fit": block_gpu_fit,
     "gpu-measured": block_gpu_measured,
     "construction-end-margin": block_construction_end_margin,
     "construction-results": block_construction_results,
