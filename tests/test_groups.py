@@ -228,3 +228,29 @@ def test_grouped_theorem31_job_writes_the_per_setting_records(tmp_path):
             torch.testing.assert_close(torch.tensor(blind["by_f"][f]["train_loss"]), torch.tensor(r["train_loss"]),
                                        rtol=1e-5, atol=0)
             assert blind["by_f"][f]["mse"] == pytest.approx(r["mse"], rel=1e-4)
+
+
+def test_grouping_resolves_from_the_device_without_torch(monkeypatch):
+    """auto: grouped where the device resolves to CUDA (cuda[:N], or auto with a GPU visible), per setting
+    elsewhere; true and false as given. The workflow's choice of rules follows it."""
+    from algo_emu import grouping
+
+    monkeypatch.setattr(grouping, "visible_gpus", lambda: 0)
+    assert [grouping.grouping_on({"grouping": g, "device": d}) for g, d in
+            (("auto", "cpu"), ("auto", "auto"), ("auto", "cuda"), ("auto", "cuda:1"), (True, "cpu"), (False, "cuda"))] == [
+        False, False, True, True, True, False]
+    monkeypatch.setattr(grouping, "visible_gpus", lambda: None)  # a GPU interface of unknown count
+    assert grouping.grouping_on({"grouping": "auto", "device": "auto"})
+    assert grouping.heads_groups([("published", 1, 8), ("independent", 1, 8), ("published", 1, 4)]) == {
+        (1, 8): ["published", "independent"], (1, 4): ["published"]}
+
+
+def test_tf32_is_a_cuda_switch_and_leaves_a_cpu_run_as_it_was(heads_params, tmp_path):
+    """On the CPU ``tf32`` changes nothing: not the arithmetic, not the records' params (on CUDA they would say
+    ``tf32: true``)."""
+    paths = _datasets(heads_params, tmp_path)
+    a = e1.train_group(heads_params, 1, 7, [0], ["independent"], paths["independent"][:1], tmp_path / "a", None, "cpu", 1)
+    b = e1.train_group(heads_params, 1, 7, [0], ["independent"], paths["independent"][:1], tmp_path / "b", None, "cpu", 1,
+                       tf32=True)
+    assert not Runner("cpu", tf32=True).tf32 and "tf32" not in b["independent"][0]["params"]
+    _same(a["independent"][0], b["independent"][0])
