@@ -166,13 +166,13 @@ class Theorem31Task:
             raise ValueError(f"evaluate: inputs of shape {tuple(seen.shape)}, expected {tuple(self.inputs_test.shape)}")
         transform = transform or (lambda x: x)
         n_test = self.inputs_test.shape[1]
-        pred = torch.cat([model(transform(seen[rows, i:i + chunk]).to(device, self.dtype)).cpu()
-                          for i in range(0, n_test, chunk)], dim=1)          # (E, n_test, n, d)
+        pred = torch.cat([model(transform(seen[rows, i:i + chunk]).to(device, self.dtype))
+                          for i in range(0, n_test, chunk)], dim=1)          # (E, n_test, n, d), on the device
         model.train(was_training)
         out = []
-        for e, member in enumerate(self.members):
+        for e, member in enumerate(self.members):  # the float64 errors on the training device too
             f = member.name
-            X, y, w = (t.to(torch.float64) for t in unpack(self.inputs_test[rows[e]], self.d))
+            X, y, w = (t.to(device, torch.float64) for t in unpack(self.inputs_test[rows[e]], self.d))
             g = pred[e].to(torch.float64)
             target = t31.per_sample(w, X, y, f)
             err = (g - target).square()
