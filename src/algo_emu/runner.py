@@ -145,7 +145,10 @@ class Runner:
         for job in jobs[1:]:
             if job.cfg != cfg:
                 raise ValueError(f"train_group: settings with different training configs ({job.cfg} vs {cfg})")
-        cfg = replace(cfg, steps_per_call=steps_per_call, capture=self.device.type == "cuda")
+        # captured on CUDA, and there without torch.compile: the graph already removes the launches compile's fusion
+        # would save, and a compiled step inside a captured graph is untried (the GPU probe times this same path)
+        cuda = self.device.type == "cuda"
+        cfg = replace(cfg, steps_per_call=steps_per_call, capture=cuda, compile=cfg.compile and not cuda)
         models = [job.model for job in jobs]
         group = EnsembleEmulator.stacked(models)
         task = StackedTask([job.task for job in jobs], group.d_in, group.d_out)
