@@ -183,6 +183,21 @@ def test_paper_scale_cost_block_reads_target_and_real_settings(tmp_path):
     assert "an estimate, not a measurement" in slow
 
 
+def test_the_gpu_line_is_made_from_the_probes_per_group_steps_once_they_exist(tmp_path):
+    """With benchmarks/gpu_probe.json (benchmarks/gpu_probe.py on a GPU) the cost block's GPU line is the sum over
+    shape groups of steps x measured ms per step, and names the groups not timed; no extrapolation from one shape."""
+    import json
+
+    root = _fake_bench_root(tmp_path, 60.0, "algo_emu 0.1.0 src aaaa")
+    probe = {"environment": {"device_name": "Some GPU"}, "steps_per_call": 50, "tf32": False, "not_timed": {"E4 x": "budget"},
+             "groups": {"E1 H=1 p=60": {"paper_seconds": 40.0}, "E3 fitted H=1": {"paper_seconds": 160.0}},
+             "paper_seconds_one_group_at_a_time": 200.0, "floor_seconds": 21.0}
+    (root / dn.GPU_PROBE).write_text(json.dumps(probe))
+    line = next(ln for ln in dn.block_paper_scale_cost(root).splitlines() if ln.startswith("**On a GPU"))
+    assert "Some GPU" in line and "50 steps per captured call" in line and "take 200 s of compute" in line
+    assert "21 s" in line and "not timed: E4 x" in line and "estimate" not in line
+
+
 def test_paper_scale_cost_check_needs_a_benchmark_on_the_settings_cpu_and_times_a_resumed_call_only(tmp_path):
     """A setting made on another CPU is not checked against the reference machine's benchmark; with a benchmark
     of the same code on its CPU (benchmarks/paper_scale_<machine>.json) it is, and a setting resumed there is

@@ -63,6 +63,9 @@ ESTIMATES = {
 #: Milliseconds per optimiser step of one process alone on a large GPU (kernel launches and Python bound):
 #: the guess docs/gpu.md prices with where no GPU run has timed a step (:data:`DEVICE_BENCH`), never a measurement.
 GPU_STEP_MS = (1, 2)
+#: One step of every shape group at the paper's shapes on a GPU (``benchmarks/gpu_probe.py``): the cost block's GPU
+#: line once it exists.
+GPU_PROBE = Path("benchmarks/gpu_probe.json")
 #: The per-setting GPU runs' training steps as they timed them (``python benchmarks/device_epochs.py``).
 DEVICE_BENCH = Path("benchmarks/device_h200.json")
 
@@ -551,7 +554,16 @@ def block_paper_scale_cost(root: Path) -> str:
         lines.append("No setting of the campaign is done yet.")
     steps = int(pred.get("steps", 0))
     gpu = gpu_measured(root)
-    if steps and gpu:
+    probe = read_json(root / GPU_PROBE) if (root / GPU_PROBE).is_file() else None
+    if probe and probe["groups"]:
+        env, missing = probe["environment"], sorted(probe["not_timed"])
+        lines += ["", f"**On a GPU:** measured per shape group on one {env['device_name']} (`{GPU_PROBE.as_posix()}`, "
+                  f"one step of every group at the paper's shapes, {probe['steps_per_call']} steps per captured call"
+                  f"{', TF32' if probe['tf32'] else ''}): the paper scale's grouped jobs take "
+                  f"{_g(probe['paper_seconds_one_group_at_a_time'], 3)} s of compute one group at a time (its "
+                  f"arithmetic at the device's large-matmul rate: {_g(probe['floor_seconds'], 3)} s)"
+                  + (f"; not timed: {', '.join(missing)}" if missing else "") + " ([docs/gpu.md](docs/gpu.md))."]
+    elif steps and gpu:
         alone_h = steps * gpu["alone_ms"] / 3.6e6
         lines += ["", f"**On a GPU:** measured on one {gpu['gpu']} (`{DEVICE_BENCH.as_posix()}`): one job alone "
                   f"{_g(gpu['alone_ms'], 3)} ms per step ({gpu['alone_shape']}, the one shape timed alone); "
