@@ -104,6 +104,11 @@ def finished(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("rerun")
     configfile = workdir / "config.yaml"  # one path for every edit: the report's params name the config file
     shutil.copy(TINY, configfile)
+    return workdir, configfile, _fake_finished(workdir, configfile)
+
+
+def _fake_finished(workdir: Path, configfile: Path) -> list:
+    """Create every output of ``all`` and record every job's metadata (a forced touch run); the planned jobs."""
     jobs = _plan(workdir, configfile, "dryrun")
     for _rule, _wc, _reason, outputs in jobs:
         for f in outputs:
@@ -111,7 +116,7 @@ def finished(tmp_path_factory):
             (workdir / f).touch()
     _plan(workdir, configfile, "touch", force=True)
     assert _plan(workdir, configfile, "dryrun") == [], "the faked run is not finished"
-    return workdir, configfile, jobs
+    return jobs
 
 
 def _rerun(finished, config: dict) -> list[tuple[str, dict, str]]:
@@ -248,14 +253,7 @@ def finished_grouped(tmp_path_factory):
     configfile = workdir / "config.yaml"
     config = yaml.safe_load(TINY.read_text()) | {"grouping": True}
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
-    jobs = _plan(workdir, configfile, "dryrun")
-    for _rule, _wc, _reason, outputs in jobs:
-        for f in outputs:
-            (workdir / f).parent.mkdir(parents=True, exist_ok=True)
-            (workdir / f).touch()
-    _plan(workdir, configfile, "touch", force=True)
-    assert _plan(workdir, configfile, "dryrun") == [], "the faked run is not finished"
-    return workdir, configfile, config, jobs
+    return workdir, configfile, config, _fake_finished(workdir, configfile)
 
 
 def test_grouped_jobs_replace_the_per_setting_training_jobs(finished_grouped):
