@@ -13,7 +13,7 @@ TARGET ?= all
 BENCH_OUT ?= benchmarks/paper_scale
 PYTEST_ARGS ?=
 
-.PHONY: run quick test test-slow e2e-slurm bench campaign lock clean-venv
+.PHONY: run quick test test-slow e2e-slurm bench gpu-wheels campaign lock clean-venv
 
 $(BIN)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ e2e-slurm: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/paper_scale.py --out $(BENCH_OUT).json --md $(BENCH_OUT).md --steps 8 --loop-steps 2 --reps 3 $(BENCH_ARGS)
+
+# Snakemake and what it needs, as wheels for a Python 3.12 x86_64 GPU machine without network (tools/gpu_run.sh
+# installs them there: docs/gpu.md).
+gpu-wheels: $(BIN)/.installed
+	$(BIN)/python tools/gpu_wheels.py --dest .whl
 
 # The paper-scale campaign (tools/campaign/, our own machinery, not installed): every paper-scale setting still
 # to do, in priority order, at the commit pinned in results/reference/paper-scale/campaign.json, one setting per

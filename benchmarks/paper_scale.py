@@ -332,6 +332,19 @@ def bench_emulator_row(r: Row, cfg: dict, device, args) -> dict:
             variants[f"{impl}_attention_eager"] = lambda idx, impl=impl: attention_step(idx, impl)
             variants[f"{impl}_attention_eager"](index())
 
+    # the shape group: a GPU's job trains the r.jobs settings of this shape as one ensemble (algo_emu.grouping);
+    # timed eager beside the per-setting eager step, the same run
+    if r.jobs > 1:
+        from algo_emu.train import StackedTask
+        group = EnsembleEmulator.stacked([model] * r.jobs)
+        gtask = StackedTask([task] * r.jobs, group.d_in, group.d_out)
+        gstep = make_step(group, gtask, TrainConfig(epochs=1, batch_size=B),
+                          torch.optim.Adam(group.parameters(), lr=1e-3, fused=True))
+        gorders = [torch.cat([o] * r.jobs) for o in orders]
+        variants["group_eager"] = lambda idx, _s=gstep: _s(gorders[next(it) % len(gorders)])
+        variants["per_setting_eager"] = eager
+        variants["group_eager"](index())
+
     # one member at a time (the protocol's loop): one seed's members, own full-p block, own Adam
     per_seed = E // r.seeds
     loop = []
@@ -396,6 +409,10 @@ def bench_emulator_row(r: Row, cfg: dict, device, args) -> dict:
     out["breakdown_eager_step_seconds"] = {k: T.median(k) for k in ("batch", "forward", "backward", "optimizer")}
     out["eval_seconds_per_prompt"] = T.median("eval_forward") / x_eval.shape[1]
     out["variants_step_seconds"] = {k: T.median(k) for k in variants}
+    if "group_eager" in variants:
+        g, one = T.median("group_eager"), T.median("per_setting_eager")
+        out["grouped"] = {"settings": r.jobs, "group_step_seconds": g, "per_setting_step_seconds": one,
+                          "group_over_settings": g / (r.jobs * one)}
     out["compiled"] = compiled
     out["attention"] = model.resolved_attention(device)
     return out
@@ -545,6 +562,16 @@ def markdown(result: dict) -> str:
             lines.append(f"| {k} | {v['jobs']} | {v['hours']:.1f} |")
         lines.append(f"| **all** | {pred['jobs']} | **{pred['hours']:.1f}** |")
         lines += ["", pred["note"]]
+    grouped = {k: r["measured"]["grouped"] for k, r in result["rows"].items() if r["measured"].get("grouped")}
+    if grouped:
+        lines += ["", "## Shape groups", "", "A GPU's job (`grouping: true`) trains the settings of one shape as one "
+                  "ensemble; here, on this run's device, one eager step of the group against one eager step of each "
+                  "setting alone (the same run). Below 1 the group is faster than its settings one after another.", "",
+                  "| row | settings | group step ms | per-setting step ms | group / (settings x per-setting) |",
+                  "|---|---|---|---|---|"]
+        for k, g in grouped.items():
+            lines.append(f"| {k} | {g['settings']} | {1e3 * g['group_step_seconds']:.1f} | "
+                         f"{1e3 * g['per_setting_step_seconds']:.1f} | {g['group_over_settings']:.2f} |")
     variants = {k: r["measured"]["variants_step_seconds"] for k, r in result["rows"].items()
                 if r["measured"].get("variants_step_seconds")}
     if variants:

@@ -46,3 +46,26 @@ def test_step_profile_accounts_for_the_whole_step_and_its_products(tmp_path):
     assert abs(row["fixed_ms_per_step"] + E1 * row["per_member_ms"] - one) < 1e-9
     assert abs(row["fixed_ms_per_step"] + row["members"] * row["per_member_ms"] - row["ms_per_step"]) < 1e-9
     assert out.with_suffix(".md").read_text().count("| E3 fitted H=2 |") == 1
+
+
+def test_gpu_probe_times_every_shape_group_at_tiny_scale(tmp_path):
+    """benchmarks/gpu_probe.py on the CPU at tiny scale (on CUDA each K-step call is one graph replay): a group of
+    E1's protocols and one of E3's model with its (padded) baseline are timed and priced; nothing fails. (Every
+    group: the same command without --only.)"""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "probe.json"
+    only = ["E1 H=2", "E3 fitted H=1"]
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks/gpu_probe.py"), "--config",
+                           str(REPO_ROOT / "tests/tiny.yaml"), "--device", "cpu", "--out", str(out), "--steps-per-call",
+                           "2", "--reps", "1", "--only", *only], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["not_timed"] == {} and sorted(res["groups"]) == ["E1 H=2 p=8", "E3 fitted H=1"]
+    assert res["groups"]["E1 H=2 p=8"]["members"] == 2 * 2 * 3  # both protocols, 2 seeds x K/Q/V
+    assert res["groups"]["E3 fitted H=1"]["settings"] == ["E3 fitted H=1", "E3 fitted H=1 blind"]
+    for g in res["groups"].values():
+        assert g["ms_per_step_k_call"] > 0 and g["paper_seconds"] == g["paper_steps"] * g["ms_per_step_k_call"] / 1e3
+    assert "one group at a time" in out.with_suffix(".md").read_text()

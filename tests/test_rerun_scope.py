@@ -104,6 +104,11 @@ def finished(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("rerun")
     configfile = workdir / "config.yaml"  # one path for every edit: the report's params name the config file
     shutil.copy(TINY, configfile)
+    return workdir, configfile, _fake_finished(workdir, configfile)
+
+
+def _fake_finished(workdir: Path, configfile: Path) -> list:
+    """Create every output of ``all`` and record every job's metadata (a forced touch run); the planned jobs."""
     jobs = _plan(workdir, configfile, "dryrun")
     for _rule, _wc, _reason, outputs in jobs:
         for f in outputs:
@@ -111,7 +116,7 @@ def finished(tmp_path_factory):
             (workdir / f).touch()
     _plan(workdir, configfile, "touch", force=True)
     assert _plan(workdir, configfile, "dryrun") == [], "the faked run is not finished"
-    return workdir, configfile, jobs
+    return jobs
 
 
 def _rerun(finished, config: dict) -> list[tuple[str, dict, str]]:
@@ -236,6 +241,47 @@ def test_eval_every_retrains_but_touches_no_data_job(finished):
     jobs = _rerun(finished, config)
     rules = [rule for rule, *_ in jobs]
     assert rules.count("heads_train") == 7 and not [r for r in rules if "data" in r]
+
+
+# ----------------------------------------------------------------------------- shape groups (`grouping: true`, a GPU's jobs)
+
+
+@pytest.fixture(scope="module")
+def finished_grouped(tmp_path_factory):
+    """The tiny run with ``grouping: true`` (what ``auto`` is on a GPU), finished."""
+    workdir = tmp_path_factory.mktemp("rerun_grouped")
+    configfile = workdir / "config.yaml"
+    config = yaml.safe_load(TINY.read_text()) | {"grouping": True}
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    return workdir, configfile, config, _fake_finished(workdir, configfile)
+
+
+def test_grouped_jobs_replace_the_per_setting_training_jobs(finished_grouped):
+    """One E1 job per (H, p) holding both protocols where both have that setting, one E2 job per p and one E3 job
+    per (mode, H) holding the model and its weight-blind baseline; no per-setting training job."""
+    rules = [rule for rule, *_ in finished_grouped[3]]
+    assert sorted(r for r in rules if r.startswith("heads_train")) == [
+        "heads_train_group_H1_p4", "heads_train_group_H1_p8", "heads_train_group_H2_p8", "heads_train_group_H4_p8"]
+    assert rules.count("theorem31_train_group") == 2 and rules.count("statistical_train_group") == 4
+    assert not {"heads_train", "theorem31_train", "theorem31_blind", "statistical_train", "statistical_train_blind"} & set(rules)
+    outputs = {rule: out for rule, _wc, _reason, out in finished_grouped[3]}
+    assert sorted(outputs["heads_train_group_H2_p8"]) == sorted(
+        f"results/heads/{protocol}/runs/H2_p8/{f}" for protocol in ("published", "independent")
+        for f in ("seed0/metrics.json", "seed1/metrics.json", "model.pt"))
+    assert {o.split("/runs/")[0] for o in outputs["heads_train_group_H1_p4"]} == {"results/heads/published"}
+
+
+def test_grouped_a_new_h_adds_its_own_group_only(finished_grouped):
+    workdir, configfile, config, _ = finished_grouped
+    edited = copy.deepcopy(config)
+    edited["heads"]["heads_sweep"] = edited["heads"]["heads_sweep"] + [3]
+    configfile.write_text(yaml.safe_dump(edited, sort_keys=False))
+    try:
+        jobs = [rule for rule, *_ in _plan(workdir, configfile, "dryrun")]
+    finally:
+        configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    assert [r for r in jobs if r.startswith("heads_train")] == ["heads_train_group_H3_p8"]
+    assert not [r for r in jobs if r.startswith(("heads_data", "theorem31", "statistical", "ames", "essay"))]
 
 
 # ----------------------------------------------------------------------------- E1 variants (`snakemake heads_variants`)

@@ -22,6 +22,7 @@ give. Sources, all inside the repository:
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -142,8 +143,27 @@ def block_readme(root: Path) -> str:
         f"{len(jobs)} jobs ([its page](results/reference/reference-scale/README.md)) | not measured yet |",
         f"| paper | `make run` | predicted: {_g(predicted, 3)} h ([`benchmarks/paper_scale.md`]"
         f"(benchmarks/paper_scale.md)); measured so far: {_g(hours, 2)} h for the {made} of {total} settings made | "
-        "not measured yet |"]
+        f"{gpu_paper_cost(root)} |"]
     return "\n".join(lines) + "\n"
+
+
+#: One step of every shape group at the paper's shapes on a GPU (``benchmarks/gpu_probe.py``): the paper scale's GPU
+#: cell once it exists.
+GPU_PROBE = Path("benchmarks/gpu_probe.json")
+
+
+def gpu_paper_cost(root: Path) -> str:
+    """The paper scale on one GPU: predicted from the probe's per-group steps where it exists, else not measured."""
+    path = root / GPU_PROBE
+    if not path.is_file():
+        return "not measured yet"
+    probe = json.loads(path.read_text())
+    if not probe.get("groups"):
+        return "not measured yet"
+    env, missing = probe["environment"], sorted(probe.get("not_timed", []))
+    return (f"predicted: {_g(probe['paper_seconds_one_group_at_a_time'], 3)} s of compute, one shape group at a time, "
+            f"from one captured step per group timed on one {env['device_name']} ([`{GPU_PROBE.as_posix()}`]"
+            f"({GPU_PROBE.as_posix()}))" + (f"; not timed: {', '.join(missing)}" if missing else ""))
 
 
 GENERATORS = {"readme": block_readme}

@@ -96,6 +96,9 @@ DEVICE = arg("--device", "device_spec", default="auto", help="auto (CUDA when pr
 THREADS = arg("--threads", type=int, help="torch intra-op threads")
 #: Where a job runs: every training and evaluation step takes these.
 RUNTIME = (DEVICE, THREADS)
+#: A grouped training job's (several settings of one shape as one ensemble) options beside RUNTIME.
+GROUP = (arg("--steps-per-call", type=int, default=1, help="optimiser steps per call (one CUDA graph replay on CUDA)"),
+         arg("--tf32", action="store_true", help="on CUDA, matmuls in TF32 (records say tf32: true)"))
 METRICS = arg("--metrics", nargs="+", required=True, help="per-seed metrics.json files")
 RUNS = arg("--runs", "runs_csv", required=True, help="per-seed runs CSV")
 TABLE = arg("--table", required=True, help="table CSV")

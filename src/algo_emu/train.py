@@ -89,6 +89,10 @@ class TrainConfig:
     compile: bool = False
     stream: str = "shuffle"  # name of the data-order stream
     lr_schedule: str = "constant"  # LR_SCHEDULES: the learning rate of each epoch (epoch_lr)
+    #: optimiser steps per call of the step function (make_steps); the same numbers for every value
+    steps_per_call: int = 1
+    #: on CUDA, replay each call's steps as one captured CUDA graph (make_steps); ignored on the CPU
+    capture: bool = False
 
 
 #: The learning-rate schedules of :func:`epoch_lr` (config key ``lr_schedule``, workflow/schemas/training.schema.yaml).
@@ -141,6 +145,42 @@ def epoch_order(members: Sequence[Member], n_train: int, epoch: int, stream: str
     return torch.stack(perms).to(device)
 
 
+class StackedTask:
+    """Several tasks of one shape as one ensemble (a shape group): their members in order, each batch made by
+    each task from its own rows of the index, inputs and targets zero-padded to the group's widths (``d_in``,
+    ``d_out``: the stacked model's, :meth:`algo_emu.models.emulator.EnsembleEmulator.stacked`). A member's
+    batches, loss and data order are the ones it has alone, so the group trains every member as its own task
+    would. The tasks must agree on ``n_train`` and ``loss_positions``."""
+
+    def __init__(self, tasks: Sequence[EnsembleTask], d_in: int, d_out: int) -> None:
+        self.tasks = list(tasks)
+        self.members = [m for t in self.tasks for m in t.members]
+        sizes = {t.n_train for t in self.tasks}
+        if len(sizes) != 1:
+            raise ValueError(f"stacked tasks: training sets of different sizes {sorted(sizes)}")
+        self.n_train = sizes.pop()
+        positions = [getattr(t, "loss_positions", None) for t in self.tasks]
+        if any((p is None) != (positions[0] is None) or (p is not None and not torch.equal(p, positions[0]))
+               for p in positions):
+            raise ValueError("stacked tasks: different loss positions")
+        self.loss_positions = positions[0]
+        self.d_in, self.d_out = d_in, d_out
+        ends = torch.tensor([len(t.members) for t in self.tasks]).cumsum(0).tolist()
+        self._rows = list(zip([0] + ends[:-1], ends))
+
+    @staticmethod
+    def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
+        return x if x.shape[-1] == width else torch.nn.functional.pad(x, (0, width - x.shape[-1]))
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        xs, ys = [], []
+        for task, (a, b) in zip(self.tasks, self._rows):
+            x, y = task.batch(index[a:b])
+            xs.append(self._pad(x, self.d_in))
+            ys.append(self._pad(y, self.d_out))
+        return torch.cat(xs), torch.cat(ys)
+
+
 def kept_slice(positions: torch.Tensor | None) -> slice | torch.Tensor | None:
     """A task's ``loss_positions`` as a slice when they are consecutive (the model then computes the
     queries of those tokens only, :meth:`~algo_emu.models.emulator.EnsembleEmulator.forward`), else as given."""
@@ -182,6 +222,69 @@ def make_step(model: torch.nn.Module, task: EnsembleTask, cfg: TrainConfig,
         return losses.detach().to(torch.float64)
 
     return step
+
+
+def make_steps(model: torch.nn.Module, task: EnsembleTask, cfg: TrainConfig, opt: torch.optim.Optimizer,
+               running: torch.Tensor) -> Callable[[torch.Tensor], None]:
+    """``steps(index)`` with ``index`` (k, E, B): k optimiser steps of :func:`make_step`, one per row, each
+    step's float64 losses added to ``running`` (E,) in order, so an epoch's sum is the one a per-step loop
+    makes, bit for bit. Nothing is read back to the host.
+
+    With ``cfg.capture`` on CUDA a call of ``cfg.steps_per_call`` rows is one CUDA graph replay: the index is
+    copied into a buffer the graph reads, and the batch gather, forward, backward and Adam (which must then be
+    ``capturable``) of all its steps run without the host. The first such call runs its steps eagerly on a side
+    stream (real steps, which also create Adam's state and the libraries' workspaces) and captures the graph;
+    later calls replay it. A call of another length (an epoch's last steps) runs eagerly. On the CPU every call
+    runs eagerly."""
+    step = make_step(model, task, cfg, opt)
+
+    def eager(index: torch.Tensor) -> None:
+        for k in range(index.shape[0]):
+            running.add_(step(index[k]))
+
+    if not (cfg.capture and running.device.type == "cuda"):
+        return eager
+    buffer: torch.Tensor | None = None
+    graph: torch.cuda.CUDAGraph | None = None
+
+    def captured(index: torch.Tensor) -> None:
+        nonlocal buffer, graph
+        if index.shape[0] != cfg.steps_per_call:
+            eager(index)
+            return
+        if graph is None:
+            buffer = index.clone()
+            side = torch.cuda.Stream(running.device)
+            side.wait_stream(torch.cuda.current_stream(running.device))
+            with torch.cuda.stream(side):
+                eager(buffer)
+            torch.cuda.current_stream(running.device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                eager(buffer)
+            return
+        buffer.copy_(index)
+        graph.replay()
+
+    return captured
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """The engine's Adam: fused (one kernel for all parameters, still E independent Adams, since Adam is
+    element-wise); for captured steps on CUDA also ``capturable`` with the learning rate a tensor on the device,
+    so a graph reads the rate :func:`epoch_lr` sets each epoch."""
+    device = next(model.parameters()).device
+    if cfg.capture and device.type == "cuda":
+        return torch.optim.Adam(model.parameters(), lr=torch.tensor(cfg.lr, device=device), fused=True, capturable=True)
+    return torch.optim.Adam(model.parameters(), lr=cfg.lr, fused=True)
+
+
+def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for group in opt.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
 
 
 def _check_injected_failure(members: Sequence[Member], epoch: int) -> None:
@@ -227,8 +330,9 @@ def train_ensemble(
         raise ValueError(f"lr_schedule: unknown schedule {cfg.lr_schedule!r} (expected one of {LR_SCHEDULES})")
     members = list(task.members)
     device = next(model.parameters()).device
-    # fused: one kernel for all parameters (element-wise, so still E independent Adams)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, fused=True)
+    if cfg.steps_per_call < 1:
+        raise ValueError(f"steps_per_call must be >= 1, got {cfg.steps_per_call}")
+    opt = make_optimizer(model, cfg)
     result = TrainResult()
     start_epoch = 0
     ckpt = Path(checkpoint) if checkpoint else None
@@ -248,19 +352,30 @@ def train_ensemble(
             log.warning("ignoring checkpoint %s: it belongs to another configuration or code version "
                         "(%s, this run: %s)", ckpt, state.get("fingerprint"), fingerprint)
 
-    step = make_step(model, task, cfg, opt)
-    B = cfg.batch_size
+    B, K = cfg.batch_size, cfg.steps_per_call
     n_steps = math.ceil(task.n_train / B)
+    full = task.n_train // B  # steps of a whole batch; the last one may be partial
+    running = torch.zeros(len(members), dtype=torch.float64, device=device)
+    if K == 1:
+        step = make_step(model, task, cfg, opt)
+    else:
+        steps = make_steps(model, task, cfg, opt, running)
     t_start = time.perf_counter()
     for epoch in range(start_epoch, cfg.epochs):
         t0 = time.perf_counter()
         if cfg.lr_schedule != "constant":  # constant: the optimiser's lr is never touched (today's numbers, bit for bit)
-            for group in opt.param_groups:
-                group["lr"] = epoch_lr(cfg, epoch)
+            _set_lr(opt, epoch_lr(cfg, epoch))
         order = epoch_order(members, task.n_train, epoch, cfg.stream, device)
-        running = torch.zeros(len(members), dtype=torch.float64, device=device)
-        for s in range(n_steps):
-            running += step(order[:, s * B:(s + 1) * B])
+        running.zero_()
+        for s in range(0, n_steps, K):
+            k = min(K, n_steps - s)
+            if K == 1:  # the per-step loop (the per-setting jobs')
+                running += step(order[:, s * B:(s + 1) * B])
+            elif s + k <= full:  # k whole batches: (k, E, B)
+                steps(order[:, s * B:(s + k) * B].view(len(members), k, B).transpose(0, 1))
+            else:  # the partial last batch (and the whole ones before it) one at a time
+                for t in range(s, s + k):
+                    steps(order[None, :, t * B:(t + 1) * B])
         entry = {"epoch": epoch + 1, "train_loss": (running / n_steps).tolist(), "seconds": time.perf_counter() - t0}
         if cfg.lr_schedule != "constant":
             entry["lr"] = epoch_lr(cfg, epoch)

@@ -1,5 +1,5 @@
 """Seconds per epoch and milliseconds per optimiser step of the GPU script's training steps, read from what
-its runs returned (`tools/benchmarks/device_paper_scale.sh`, docs/gpu.md): the measurements that replace the
+its runs returned (a per-setting GPU scheduler since replaced by grouped jobs, docs/gpu.md): the measurements that replace the
 estimates of docs/gpu.md and size the next run.
 
 Each run folder holds the files the script returns (status.json, device.json, logs.tar.gz; gpu_util.csv when

@@ -76,14 +76,10 @@ def test_missing_file_is_named(tmp_path, capsys):
     assert "missing device.json, logs.tar.gz" in err and not (tmp_path / "x.json").exists()
 
 
-def test_the_jobs_per_gpu_defaults_are_the_measured_sharing_ratio():
-    """The gpu-local profile's jobs per GPU and the GPU script's MAX_JOBS default are the committed run's ratio of the
-    shared GPU's work to one job's alone, rounded (docs/gpu.md: about that many jobs keep it as busy)."""
-    import re
-
+def test_the_jobs_per_gpu_default_is_the_measured_sharing_ratio():
+    """The gpu-local profile's jobs per GPU is the committed run's ratio of the shared GPU's work to one job's
+    alone, rounded (docs/gpu.md: about that many jobs keep it as busy)."""
     from algo_emu import runtime
 
     ratio = json.loads(DEVICE_BENCH.read_text())["sharing"][0]["throughput_vs_alone"]
-    script = (REPO_ROOT / "tools/benchmarks/device_paper_scale.sh").read_text()
-    default = int(re.search(r'MAX_JOBS = int\(E.get\("MAX_JOBS"\) or min\((\d+), os.cpu_count\(\) or 1\)\)', script).group(1))
-    assert runtime.DEFAULT_JOBS_PER_GPU == default == round(ratio)
+    assert runtime.DEFAULT_JOBS_PER_GPU == round(ratio)

@@ -7,6 +7,7 @@ import sys
 from algo_emu.config import check_device, validate_sections  # noqa: E402  (torch-free)
 from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
 from algo_emu.experiments.step_keys import step_params  # (torch-free)
+from algo_emu.grouping import grouping_on  # (torch-free)
 
 # The top level and each experiment's section against its schema (workflow/schemas/), the
 # same code as algo_emu.config.load_config: numbers written 1e-3 are numbers, defaults are
@@ -24,6 +25,9 @@ onstart:
 PY = shlex.quote(sys.executable)
 SEEDS = list(config["seeds"])
 DEVICE = config["device"]
+# Shape groups (algo_emu.grouping): on a GPU, settings of one shape train as one job; on the CPU, one job each.
+GROUPED = grouping_on(config)
+GROUP_ARGS = f"--steps-per-call {config['steps_per_call']}" + (" --tf32" if config["tf32"] else "")
 
 # Final outputs: every file of every named target (algo_emu.report.targets, the one map of paper
 # figures and tables to targets and files); `rule all` requests them, the report and the manifest read them.

@@ -4,6 +4,7 @@
 import os
 
 from algo_emu.experiments.heads_settings import settings as _heads_settings, setting_name as _heads_setting_name
+from algo_emu.grouping import heads_groups as _heads_groups
 from algo_emu.experiments.heads_settings import (
     variant_protocol as _variant_protocol,
     variant_train_params as _variant_train_params,
@@ -40,7 +41,11 @@ def heads_metrics(wildcards=None):
 
 def heads_train_data(wildcards):
     """independent: one data set per seed; published: the one shared data set."""
-    if wildcards.protocol == "published":
+    return heads_protocol_data(wildcards.protocol)
+
+
+def heads_protocol_data(protocol):
+    if protocol == "published":
         return ["data/heads/published/dataset.pt"]
     return [f"data/heads/seed{s}/dataset.pt" for s in SEEDS]
 
@@ -75,35 +80,75 @@ rule heads_data_published:
         "{PY} -m algo_emu heads data --params {params.cfg} --protocol published --seed 0 --out {output.data} > {log} 2>&1"
 
 
-rule heads_train:
-    input:
-        heads_train_data,
-    output:
-        expand("results/heads/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
-        model="results/heads/{protocol}/runs/H{heads}_p{p}/model.pt",  # the frozen model the records were evaluated from
-    params:
-        cfg=lambda wc: step_cfg("heads", "train", wc.protocol),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-        checkpoint="results/heads/checkpoints/{protocol}_H{heads}_p{p}.pt",
-    log:
-        "logs/heads/train_{protocol}_H{heads}_p{p}.log",
-    benchmark:
-        "results/benchmarks/heads_train_{protocol}_H{heads}_p{p}.tsv"
-    threads: config["threads"]
-    resources:
-        # Peak at the paper's scale, per seed: train prompts 77 MB + test prompts and
-        # the three emulators' test predictions (float32) ~190 MB; plus ~1 GB of
-        # torch/python. Quick config measured 440-590 MB max_rss (results/benchmarks/).
-        mem_mb=lambda wc: 1200 + 300 * len(SEEDS),
-        # minutes: benchmarks/engine.json measures 3.5-15 s per epoch per seed on 2 CPU
-        # cores at the paper's shapes; 30 s (2x margin) per epoch per seed, plus start-up.
-        runtime=lambda wc: 10 + (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
-    shell:
-        "{PY} -m algo_emu heads train --params {params.cfg} --protocol {wildcards.protocol} --heads {wildcards.heads} "
-        "--p {wildcards.p} --seeds {params.seeds} --data {input} --out-dir {params.out_dir} "
-        "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} > {log} 2>&1"
+if not GROUPED:
+
+    rule heads_train:
+        input:
+            heads_train_data,
+        output:
+            expand("results/heads/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+            model="results/heads/{protocol}/runs/H{heads}_p{p}/model.pt",  # the frozen model the records were evaluated from
+        params:
+            cfg=lambda wc: step_cfg("heads", "train", wc.protocol),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+            checkpoint="results/heads/checkpoints/{protocol}_H{heads}_p{p}.pt",
+        log:
+            "logs/heads/train_{protocol}_H{heads}_p{p}.log",
+        benchmark:
+            "results/benchmarks/heads_train_{protocol}_H{heads}_p{p}.tsv"
+        threads: config["threads"]
+        resources:
+            # Peak at the paper's scale, per seed: train prompts 77 MB + test prompts and
+            # the three emulators' test predictions (float32) ~190 MB; plus ~1 GB of
+            # torch/python. Quick config measured 440-590 MB max_rss (results/benchmarks/).
+            mem_mb=lambda wc: 1200 + 300 * len(SEEDS),
+            # minutes: benchmarks/engine.json measures 3.5-15 s per epoch per seed on 2 CPU
+            # cores at the paper's shapes; 30 s (2x margin) per epoch per seed, plus start-up.
+            runtime=lambda wc: 10 + (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
+        shell:
+            "{PY} -m algo_emu heads train --params {params.cfg} --protocol {wildcards.protocol} --heads {wildcards.heads} "
+            "--p {wildcards.p} --seeds {params.seeds} --data {input} --out-dir {params.out_dir} "
+            "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} > {log} 2>&1"
+
+else:
+    # One job per shape group (algo_emu.grouping.heads_groups): the protocols' settings of one (H, p) as one
+    # ensemble, each setting's records as heads_train writes them. A rule per group, so a new H adds its own.
+    for (_H, _p), _protocols in _heads_groups(HEADS_SETTINGS).items():
+
+        rule:
+            name:
+                f"heads_train_group_H{_H}_p{_p}"
+            input:
+                [f for protocol in _protocols for f in heads_protocol_data(protocol)],
+            output:
+                [f"results/heads/{protocol}/runs/{_heads_setting_name(_H, _p)}/{f}"
+                 for protocol in _protocols for f in [*(f"seed{s}/metrics.json" for s in SEEDS), "model.pt"]],
+            params:
+                # the independent protocol's keys (heads.target besides the published protocol's) when it is here
+                cfg=step_cfg("heads", "train", "independent" if "independent" in _protocols else "published"),
+                protocols=" ".join(_protocols),
+                heads=_H,
+                p=_p,
+                seeds=" ".join(map(str, SEEDS)),
+                device=DEVICE,
+                group=GROUP_ARGS,
+                out_root="results/heads",
+                checkpoint=f"results/heads/checkpoints/group_H{_H}_p{_p}.pt",
+            log:
+                f"logs/heads/train_group_H{_H}_p{_p}.log",
+            benchmark:
+                f"results/benchmarks/heads_train_group_H{_H}_p{_p}.tsv"
+            threads: config["threads"]
+            resources:
+                gpu=1,  # a GPU slot of the gpu-local profile (unlimited where no `gpu` resource is given)
+                mem_mb=len(_protocols) * (1200 + 300 * len(SEEDS)),
+                runtime=10 + len(_protocols) * (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
+            shell:
+                "{PY} -m algo_emu heads train-group --params {params.cfg} --protocols {params.protocols} "
+                "--heads {params.heads} --p {params.p} --seeds {params.seeds} --data {input} --out-root {params.out_root} "
+                "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} {params.group} > {log} 2>&1"
 
 
 def heads_variant_data(wildcards):

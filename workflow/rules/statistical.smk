@@ -51,52 +51,87 @@ rule statistical_data:
         "--out {output.data} > {log} 2>&1"
 
 
-rule statistical_train:
-    input:
-        data=statistical_train_data,
-    output:
-        model="results/statistical/models/{stat_mode}_H{heads}.pt",
-        sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
-    wildcard_constraints:
-        stat_mode="fitted|reference_code",
-    params:
-        blind="",
-        cfg=step_cfg("statistical", "train"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}.pt",
-    log:
-        "logs/statistical/train_{stat_mode}_H{heads}.log",
-    benchmark:
-        "results/benchmarks/statistical_train_{stat_mode}_H{heads}.tsv"
-    threads: config["threads"]
-    resources:
-        # every seed's prompts (N x (n + m) x (2d + 2) float32), loaded and stacked; the weight-blind
-        # baseline below has the same prompts and budget and a narrower input layer
-        mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
-        runtime=lambda wc: 30 + 10 * STAT["epochs"],
-    shell:
-        "{PY} -m algo_emu statistical train {params.blind}--params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --data {input.data} --model {output.model} --checkpoint {params.checkpoint} "
-        "--device {params.device} --threads {threads} > {log} 2>&1"
+if not GROUPED:
+
+    rule statistical_train:
+        input:
+            data=statistical_train_data,
+        output:
+            model="results/statistical/models/{stat_mode}_H{heads}.pt",
+            sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
+        wildcard_constraints:
+            stat_mode="fitted|reference_code",
+        params:
+            blind="",
+            cfg=step_cfg("statistical", "train"),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}.pt",
+        log:
+            "logs/statistical/train_{stat_mode}_H{heads}.log",
+        benchmark:
+            "results/benchmarks/statistical_train_{stat_mode}_H{heads}.tsv"
+        threads: config["threads"]
+        resources:
+            # every seed's prompts (N x (n + m) x (2d + 2) float32), loaded and stacked; the weight-blind
+            # baseline below has the same prompts and budget and a narrower input layer
+            mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
+            runtime=lambda wc: 30 + 10 * STAT["epochs"],
+        shell:
+            "{PY} -m algo_emu statistical train {params.blind}--params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
+            "--seeds {params.seeds} --data {input.data} --model {output.model} --checkpoint {params.checkpoint} "
+            "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
-# The weight-blind baseline of each (mode, H): the same job as statistical_train (resources, shell) with
-# `--blind` (tokens without the weights), its own model file, checkpoint, log and benchmark.
-use rule statistical_train as statistical_train_blind with:
-    output:
-        model="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
-        sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
-    params:
-        blind="--blind ",
-        cfg=step_cfg("statistical", "train"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}_blind.pt",
-    log:
-        "logs/statistical/train_blind_{stat_mode}_H{heads}.log",
-    benchmark:
-        "results/benchmarks/statistical_train_blind_{stat_mode}_H{heads}.tsv"
+    # The weight-blind baseline of each (mode, H): the same job as statistical_train (resources, shell) with
+    # `--blind` (tokens without the weights), its own model file, checkpoint, log and benchmark.
+    use rule statistical_train as statistical_train_blind with:
+        output:
+            model="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
+            sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
+        params:
+            blind="--blind ",
+            cfg=step_cfg("statistical", "train"),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}_blind.pt",
+        log:
+            "logs/statistical/train_blind_{stat_mode}_H{heads}.log",
+        benchmark:
+            "results/benchmarks/statistical_train_blind_{stat_mode}_H{heads}.tsv"
+
+else:
+    # One job per shape group (algo_emu.grouping): the (mode, H)'s model and its weight-blind baseline as one
+    # ensemble from one copy of the data, each saved as its own job saves it.
+    rule statistical_train_group:
+        input:
+            data=statistical_train_data,
+        output:
+            model="results/statistical/models/{stat_mode}_H{heads}.pt",
+            sidecar="results/statistical/models/{stat_mode}_H{heads}.pt.json",
+            blind="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
+            blind_sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
+        wildcard_constraints:
+            stat_mode="fitted|reference_code",
+        params:
+            cfg=step_cfg("statistical", "train"),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            group=GROUP_ARGS,
+            checkpoint="results/statistical/checkpoints/group_{stat_mode}_H{heads}.pt",
+        log:
+            "logs/statistical/train_group_{stat_mode}_H{heads}.log",
+        benchmark:
+            "results/benchmarks/statistical_train_group_{stat_mode}_H{heads}.tsv"
+        threads: config["threads"]
+        resources:
+            gpu=1,  # a GPU slot of the gpu-local profile (unlimited where no `gpu` resource is given)
+            mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 3,
+            runtime=lambda wc: 30 + 20 * STAT["epochs"],
+        shell:
+            "{PY} -m algo_emu statistical train --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
+            "--seeds {params.seeds} --data {input.data} --model {output.model} --blind-model {output.blind} "
+            "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} {params.group} > {log} 2>&1"
 
 
 rule statistical_evaluate:

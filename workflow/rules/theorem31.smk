@@ -21,52 +21,86 @@ def theorem31_blind_metrics(wildcards=None):
     return [f"results/theorem31/blind/p{p}/seed{s}/metrics.json" for p in T31["p_sweep"] for s in SEEDS]
 
 
-rule theorem31_train:
-    output:
-        expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
-        model="results/theorem31/runs/p{p}/model.pt",  # the frozen model the records were evaluated from
-    params:
-        blind="",
-        cfg=step_cfg("theorem31", "train"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-        checkpoint="results/theorem31/checkpoints/p{p}.pt",
-    log:
-        "logs/theorem31/train_p{p}.log",
-    benchmark:
-        "results/benchmarks/theorem31_train_p{p}.tsv"
-    threads: config["threads"]
-    resources:
-        # the prompts of every seed (N x n x (2d+1) float32, twice while they are stacked), every member's
-        # precomputed training targets (at most N x n x d float32 per seed and f) plus the model and its Adam
-        # state; the weight-blind baseline below has the same prompts, targets and budget and a narrower input layer
-        mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (
-            (2 * T31["d"] + 1) * 2 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
-        runtime=lambda wc: 30 + 15 * T31["epochs"],
-    shell:
-        "{PY} -m algo_emu theorem31 train {params.blind}--params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
-        "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
-        "--device {params.device} --threads {threads} > {log} 2>&1"
+if not GROUPED:
+
+    rule theorem31_train:
+        output:
+            expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+            model="results/theorem31/runs/p{p}/model.pt",  # the frozen model the records were evaluated from
+        params:
+            blind="",
+            cfg=step_cfg("theorem31", "train"),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+            checkpoint="results/theorem31/checkpoints/p{p}.pt",
+        log:
+            "logs/theorem31/train_p{p}.log",
+        benchmark:
+            "results/benchmarks/theorem31_train_p{p}.tsv"
+        threads: config["threads"]
+        resources:
+            # the prompts of every seed (N x n x (2d+1) float32, twice while they are stacked), every member's
+            # precomputed training targets (at most N x n x d float32 per seed and f) plus the model and its Adam
+            # state; the weight-blind baseline below has the same prompts, targets and budget and a narrower input layer
+            mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (
+                (2 * T31["d"] + 1) * 2 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
+            runtime=lambda wc: 30 + 15 * T31["epochs"],
+        shell:
+            "{PY} -m algo_emu theorem31 train {params.blind}--params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
+            "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
+            "--device {params.device} --threads {threads} > {log} 2>&1"
 
 
-# The weight-blind baseline of each p: the same job as theorem31_train (resources, shell) with `--blind`
-# (tokens [x_i; y_i] without w), its own outputs, checkpoint, log and benchmark.
-use rule theorem31_train as theorem31_blind with:
-    output:
-        expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
-        model="results/theorem31/blind/p{p}/model.pt",
-    params:
-        blind="--blind ",
-        cfg=step_cfg("theorem31", "train"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-        checkpoint="results/theorem31/checkpoints/blind_p{p}.pt",
-    log:
-        "logs/theorem31/blind_p{p}.log",
-    benchmark:
-        "results/benchmarks/theorem31_blind_p{p}.tsv"
+    # The weight-blind baseline of each p: the same job as theorem31_train (resources, shell) with `--blind`
+    # (tokens [x_i; y_i] without w), its own outputs, checkpoint, log and benchmark.
+    use rule theorem31_train as theorem31_blind with:
+        output:
+            expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+            model="results/theorem31/blind/p{p}/model.pt",
+        params:
+            blind="--blind ",
+            cfg=step_cfg("theorem31", "train"),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+            checkpoint="results/theorem31/checkpoints/blind_p{p}.pt",
+        log:
+            "logs/theorem31/blind_p{p}.log",
+        benchmark:
+            "results/benchmarks/theorem31_blind_p{p}.tsv"
+
+else:
+    # One job per shape group (algo_emu.grouping): p's model and its weight-blind baseline as one ensemble
+    # from one copy of the data, each with the records its own job writes.
+    rule theorem31_train_group:
+        output:
+            expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+            expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
+            model="results/theorem31/runs/p{p}/model.pt",
+            blind_model="results/theorem31/blind/p{p}/model.pt",
+        params:
+            cfg=step_cfg("theorem31", "train"),
+            seeds=" ".join(map(str, SEEDS)),
+            device=DEVICE,
+            group=GROUP_ARGS,
+            out_dir=lambda wc, output: os.path.dirname(output.model),
+            blind_dir=lambda wc, output: os.path.dirname(output.blind_model),
+            checkpoint="results/theorem31/checkpoints/group_p{p}.pt",
+        log:
+            "logs/theorem31/train_group_p{p}.log",
+        benchmark:
+            "results/benchmarks/theorem31_train_group_p{p}.tsv"
+        threads: config["threads"]
+        resources:
+            gpu=1,  # a GPU slot of the gpu-local profile (unlimited where no `gpu` resource is given)
+            mem_mb=lambda wc: 1500 + len(SEEDS) * T31["n_prompts"] * T31["n_tokens"] * (
+                (2 * T31["d"] + 1) * 3 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
+            runtime=lambda wc: 30 + 30 * T31["epochs"],
+        shell:
+            "{PY} -m algo_emu theorem31 train --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
+            "--out-dir {params.out_dir} --blind-out-dir {params.blind_dir} --checkpoint {params.checkpoint} "
+            "--device {params.device} --threads {threads} {params.group} > {log} 2>&1"
 
 
 rule theorem31_aggregate:

@@ -13,7 +13,7 @@ Steps (each a Snakemake rule): ``data`` (one (mode, seed)'s training data set,
 written once and read by every H's model and weight-blind baseline), ``train``
 (one (mode, H): all seeds as one ensemble, writes the frozen model file; with
 ``--blind`` the weight-blind baseline: the same block, data, data order and
-budget on tokens without the weights), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
+budget on tokens without the weights; with ``--blind-model`` both, as one ensemble), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
 the model unablated and with the weights in its prompt ablated -- another
 prompt's, another algorithm's, permuted, random of the same norm, zeros, and
 in fitted mode the context's x and y zeroed -- and the baseline,
@@ -41,7 +41,7 @@ from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.experiments.statistical_tables import HEADLINE, ablation_figure, aggregate, figure
-from algo_emu.runner import Runner, train_config
+from algo_emu.runner import Job, Runner, train_config
 from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.statistical")
@@ -148,44 +148,60 @@ def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> 
 
 def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path,
                   checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
-                  blind: bool = False, data_paths: list[str | Path] | None = None) -> dict:
+                  blind: bool = False, data_paths: list[str | Path] | None = None, blind_path: str | Path | None = None,
+                  steps_per_call: int = 1, tf32: bool = False) -> dict:
     """Train one (mode, H) for all seeds as one ensemble and save it frozen to ``model_path``.
 
     ``blind``: the weight-blind baseline instead -- the same prompts, targets, data order and budget,
     with the weight columns removed from every token (:class:`algo_emu.ablation.WeightBlindTask`),
     initialised from its own stream. ``data_paths``: every seed's training data set (:func:`write_data`,
-    in ``seeds``' order); None: generated in this job (the same tensors).
+    in ``seeds``' order); None: generated in this job (the same tensors). ``blind_path``: the model and its
+    baseline (saved there) as one ensemble, one shape group (the baseline's tokens zero-padded,
+    :meth:`~algo_emu.runner.Runner.train_group`; ``steps_per_call`` and ``tf32`` as there); returns the model's sidecar.
     """
-    run = Runner(device_spec, threads)
-    device = run.device
-    data = load_data(params, mode, seeds, data_paths) if data_paths is not None else None
-    task = StatisticalTask(seeds, mode, params, device, data=data)
-    del data
+    run = Runner(device_spec, threads, tf32)
+    task = StatisticalTask(seeds, mode, params, run.device,
+                           data=load_data(params, mode, seeds, data_paths) if data_paths is not None else None)
     t_data = run.seconds()
-    meta = model_meta(params, mode, H, seeds, blind)
-    init = "init_blind" if blind else "init"
-    model = build_model(meta, [torch_stream(s, EXPERIMENT, init, mode) for s in seeds]).to(device)
-    meta["attention"] = model.resolved_attention(next(model.parameters()).device)
-    cfg = train_config(EXPERIMENT, params, stream=f"{EXPERIMENT}/shuffle")
-    run_params = ({k: params[k] for k in TRAIN_KEYS} | {"mode": mode, "heads": H, "algorithms": list(algorithms(params, mode)),
-                  "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
-    if mode == "reference_code":
-        run_params.pop("n_query")
-    if blind:
-        run_params["weight_blind"] = True
-    log.info("statistical %s H=%d%s: %d seeds on %s", mode, H, " weight-blind" if blind else "", len(seeds), device)
-    train_task = ab.WeightBlindTask(task, prompt_layout(params, mode)) if blind else task
-    result = run.train(model, train_task, cfg, run_params, checkpoint, seeds=seeds)
-    extra = {
-        **run.provenance(run_params), "seeds": list(seeds),
-        "budget": train_budget(params, H), "layout": prompt_layout(params, mode).describe(),
-        "data_sha256": {str(s): v for s, v in task.data_sha256.items()},
-        "algorithm_counts": {str(s): v for s, v in task.algorithm_counts.items()},
-        "history": {str(s): [h["train_loss"][i] for h in result.history] for i, s in enumerate(seeds)},
-        "timing": run.timing(result, data_seconds=t_data),
-        "environment": run.environment(),
-    }
-    return save_frozen(model_path, model, meta, extra)
+    paths = {blind: model_path} if blind_path is None else {False: model_path, True: blind_path}
+    settings = [_Setting(params, mode, H, seeds, task, b, run.device) for b in paths]
+    results = run.train_jobs([s.job for s in settings], checkpoint, steps_per_call)
+    return [s.save(run, r, path, t_data) for s, r, path in zip(settings, results, paths.values())][0]
+
+
+class _Setting:
+    """One (mode, H) model or its weight-blind baseline: its model and training job, and its frozen file."""
+
+    def __init__(self, params: dict, mode: str, H: int, seeds: list[int], task: StatisticalTask, blind: bool,
+                 device: torch.device) -> None:
+        self.params, self.mode, self.H, self.seeds, self.task = params, mode, H, list(seeds), task
+        self.meta = meta = model_meta(params, mode, H, seeds, blind)
+        init = "init_blind" if blind else "init"
+        model = build_model(meta, [torch_stream(s, EXPERIMENT, init, mode) for s in seeds]).to(device)
+        meta["attention"] = model.resolved_attention(next(model.parameters()).device)
+        cfg = train_config(EXPERIMENT, params, stream=f"{EXPERIMENT}/shuffle")
+        run_params = ({k: params[k] for k in TRAIN_KEYS} | {"mode": mode, "heads": H, "algorithms": list(algorithms(params, mode)),
+                      "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
+        if mode == "reference_code":
+            run_params.pop("n_query")
+        if blind:
+            run_params["weight_blind"] = True
+        log.info("statistical %s H=%d%s: %d seeds on %s", mode, H, " weight-blind" if blind else "", len(seeds), device)
+        train_task = ab.WeightBlindTask(task, prompt_layout(params, mode)) if blind else task
+        self.job = Job(model, train_task, cfg, run_params, seeds)
+
+    def save(self, run: Runner, result, model_path: str | Path, t_data: float) -> dict:
+        params, mode, task, seeds = self.params, self.mode, self.task, self.seeds
+        extra = {
+            **run.provenance(self.job.run_params), "seeds": list(seeds),
+            "budget": train_budget(params, self.H), "layout": prompt_layout(params, mode).describe(),
+            "data_sha256": {str(s): v for s, v in task.data_sha256.items()},
+            "algorithm_counts": {str(s): v for s, v in task.algorithm_counts.items()},
+            "history": {str(s): [h["train_loss"][i] for h in result.history] for i, s in enumerate(seeds)},
+            "timing": run.timing(result, data_seconds=t_data),
+            "environment": run.environment(),
+        }
+        return save_frozen(model_path, self.job.model, self.meta, extra)
 
 
 # --------------------------------------------------------------------------- frozen evaluation
@@ -350,7 +366,9 @@ STEPS = [
           arg("--blind", action="store_true",
               help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)"),
           arg("--data", "data_paths", nargs="+",
-              help="every seed's training data set (the data step's files, in --seeds order); default: generate them")]),
+              help="every seed's training data set (the data step's files, in --seeds order); default: generate them"),
+          arg("--blind-model", "blind_path", help="also train the weight-blind baseline, beside the model as one "
+              "ensemble, and save it here"), *cli.GROUP]),
     Step("evaluate", "load a frozen model read-only and evaluate it per algorithm", evaluate_setting,
          [params_arg(EXPERIMENT, "evaluate"), *SETTING_ARGS, arg("--model", "model_path", required=True),
           arg("--blind-model", "blind_path", required=True, help="the weight-blind baseline of the same (mode, H)"),

@@ -36,7 +36,7 @@ from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import split_indices, torch_stream
 from algo_emu.experiments.theorem31_tables import ablation_figure, aggregate, figure
-from algo_emu.runner import Runner, train_config
+from algo_emu.runner import Job, Runner, train_config
 from algo_emu.train import Member
 
 log = logging.getLogger("algo_emu.theorem31")
@@ -166,13 +166,13 @@ class Theorem31Task:
             raise ValueError(f"evaluate: inputs of shape {tuple(seen.shape)}, expected {tuple(self.inputs_test.shape)}")
         transform = transform or (lambda x: x)
         n_test = self.inputs_test.shape[1]
-        pred = torch.cat([model(transform(seen[rows, i:i + chunk]).to(device, self.dtype)).cpu()
-                          for i in range(0, n_test, chunk)], dim=1)          # (E, n_test, n, d)
+        pred = torch.cat([model(transform(seen[rows, i:i + chunk]).to(device, self.dtype))
+                          for i in range(0, n_test, chunk)], dim=1)          # (E, n_test, n, d), on the device
         model.train(was_training)
         out = []
-        for e, member in enumerate(self.members):
+        for e, member in enumerate(self.members):  # the float64 errors on the training device too
             f = member.name
-            X, y, w = (t.to(torch.float64) for t in unpack(self.inputs_test[rows[e]], self.d))
+            X, y, w = (t.to(device, torch.float64) for t in unpack(self.inputs_test[rows[e]], self.d))
             g = pred[e].to(torch.float64)
             target = t31.per_sample(w, X, y, f)
             err = (g - target).square()
@@ -224,27 +224,43 @@ def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict
 
 
 def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
-                  device_spec: str = "auto", threads: int | None = None, blind: bool = False) -> dict[int, dict]:
+                  device_spec: str = "auto", threads: int | None = None, blind: bool = False,
+                  blind_out_dir: str | Path | None = None, steps_per_call: int = 1, tf32: bool = False) -> dict[int, dict]:
     """Train one p for all seeds x f as one ensemble, evaluate it frozen on the held-out split (with w
     ablated); write ``out_dir/seed<k>/metrics.json``.
 
     ``blind``: the weight-blind baseline instead -- the same block, prompts, targets, data order (the
-    same data-order stream) and budget, on tokens [x_i; y_i] (w removed), initialised from its own stream."""
-    run = Runner(device_spec, threads)
+    same data-order stream) and budget, on tokens [x_i; y_i] (w removed), initialised from its own stream.
+    ``blind_out_dir``: the model and its baseline (records there) as one ensemble from one copy of the data, one
+    shape group (the baseline's tokens zero-padded, :meth:`~algo_emu.runner.Runner.train_group`; ``steps_per_call``
+    and ``tf32`` as there); returns the model's records."""
+    run = Runner(device_spec, threads, tf32)
     task = Theorem31Task(seeds, params, run.device)
     lay = prompt_layout(params["d"])
-    model = build_model(task, params, p, blind=blind).to(run.device)
-    run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention}
-    if blind:
-        run_params["weight_blind"] = True
-    log.info("theorem31%s p=%d: %d seeds x %d f = %d members on %s", " weight-blind" if blind else "", p, len(seeds),
-             len(task.fs), len(task.members), run.device)
+    dirs = {blind: out_dir} if blind_out_dir is None else {False: out_dir, True: blind_out_dir}
     cfg = train_config(EXPERIMENT, params, stream=f"{EXPERIMENT}/shuffle")
-    result = run.train(model, ab.WeightBlindTask(task, lay) if blind else task, cfg, run_params, checkpoint, seeds=seeds)
+    jobs = []
+    for b in dirs:
+        model = build_model(task, params, p, blind=b).to(run.device)
+        run_params = {k: params[k] for k in TRAIN_KEYS} | {"p": p, "attention": model.attention}
+        if b:
+            run_params["weight_blind"] = True
+        log.info("theorem31%s p=%d: %d seeds x %d f = %d members on %s", " weight-blind" if b else "", p, len(seeds),
+                 len(task.fs), len(task.members), run.device)
+        jobs.append(Job(model, ab.WeightBlindTask(task, lay) if b else task, cfg, run_params, seeds))
+    results = run.train_jobs(jobs, checkpoint, steps_per_call)
+    return [_write(run, task, params, p, seeds, b, job, result, out)
+            for (b, out), job, result in zip(dirs.items(), jobs, results)][0]
+
+
+def _write(run: Runner, task: Theorem31Task, params: dict, p: int, seeds: list[int], blind: bool, job: Job,
+           result, out_dir: str | Path) -> dict[int, dict]:
+    """Save one trained model frozen, evaluate it from the file (the model also with w ablated), write its records."""
+    lay = prompt_layout(params["d"])
     t_eval = time.perf_counter()
     chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
     # Saved once, evaluated from the file read-only (FrozenFile: digests before and after, the file hashed twice).
-    model_file = FrozenFile.saved(Path(out_dir) / "model.pt", model,
+    model_file = FrozenFile.saved(Path(out_dir) / "model.pt", job.model,
                                   {"experiment": EXPERIMENT, "p": p, "seeds": list(seeds), "weight_blind": blind},
                                   lambda meta: build_model(task, params, p, blind=blind), run.device)
     with model_file.evaluating() as model:
@@ -254,7 +270,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
             evaluation = task.evaluate(model, params["gd_eta"], chunk)
             ablations = evaluate_ablations(task, model, params)
     frozen_record = model_file.proof()
-    timing, provenance = run.timing(result, eval_seconds=time.perf_counter() - t_eval), run.provenance(run_params)
+    timing, provenance = run.timing(result, eval_seconds=time.perf_counter() - t_eval), run.provenance(job.run_params)
     out = {}
     for s in seeds:
         by_f = {}
@@ -283,7 +299,9 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, c
 # The model and its weight-blind baseline take the same arguments (the same budget by construction).
 TRAIN_ARGS = [arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME,
               arg("--blind", action="store_true",
-                  help="train the weight-blind baseline instead (the same budget; tokens [x_i; y_i] without w)")]
+                  help="train the weight-blind baseline instead (the same budget; tokens [x_i; y_i] without w)"),
+              arg("--blind-out-dir", help="also train the weight-blind baseline, beside the model as one ensemble, "
+                  "and write its records here"), *cli.GROUP]
 STEPS = [
     Step("train", "train one p, all seeds x f as one ensemble, evaluate on the held-out split", train_setting,
          [params_arg(EXPERIMENT, "train"), *TRAIN_ARGS]),

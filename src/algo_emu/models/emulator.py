@@ -144,6 +144,48 @@ class EnsembleEmulator(nn.Module):
             return "sdpa"
         return "kernel" if self._kernel_ok else "fused"
 
+    @classmethod
+    def stacked(cls, models: Sequence["EnsembleEmulator"]) -> "EnsembleEmulator":
+        """One ensemble holding the members of ``models`` in order, their parameters copied: the block's shape
+        (n, h, H, p, attention, dtype) must agree; ``d_in`` and ``d_out`` may differ, and are zero-padded to the
+        widest (a padded input column meets a zero row of ``w_in``, so its gradient is zero and the row stays
+        zero; padded output columns are masked out of the loss). Each member keeps its own numbers:
+        :meth:`unstack` copies them back."""
+        first = models[0]
+        shape = ("n", "h", "H", "p", "attention")
+        for m in models[1:]:
+            bad = [k for k in shape if getattr(m, k) != getattr(first, k)]
+            if bad or m.w_in.dtype != first.w_in.dtype:
+                raise ValueError(f"stacked: members of another shape ({', '.join(bad) or 'dtype'} differ)")
+        d_in = max(m.d_in for m in models)
+        out = cls([torch.Generator() for m in models for _ in range(m.E)], d_in, [d for m in models for d in m.d_outs],
+                  first.n, first.h, first.H, first.p, dtype=first.w_in.dtype, attention=first.attention)
+        out = out.to(first.w_in.device)
+        out._kernel_ok = first._kernel_ok
+        out.d_ins = [getattr(m, "d_ins", [m.d_in] * m.E)[e] for m in models for e in range(m.E)]
+        with torch.no_grad():
+            for name, param in out.named_parameters():
+                param.zero_()
+                e0 = 0
+                for m in models:
+                    src = getattr(m, name).detach()
+                    param[(slice(e0, e0 + m.E), *(slice(0, s) for s in src.shape[1:]))] = src
+                    e0 += m.E
+        return out
+
+    def unstack(self, models: Sequence["EnsembleEmulator"]) -> None:
+        """Copy this stacked ensemble's parameters back into ``models`` (the ones :meth:`stacked` was made of,
+        or models of their shapes), each member cut to its own widths."""
+        with torch.no_grad():
+            e0 = 0
+            for m in models:
+                for name, param in m.named_parameters():
+                    src = getattr(self, name)
+                    param.copy_(src[(slice(e0, e0 + m.E), *(slice(0, s) for s in param.shape[1:]))])
+                e0 += m.E
+        if e0 != self.E:
+            raise ValueError(f"unstack: {e0} members in the models, {self.E} in the stacked ensemble")
+
     def member_state(self, e: int) -> dict[str, torch.Tensor]:
         """Parameters of member ``e`` as plain tensors (unpadded output)."""
         do = self.d_outs[e]
