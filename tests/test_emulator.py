@@ -120,3 +120,37 @@ def test_auto_attention_falls_back_to_fused_with_a_warning_where_the_kernel_cann
     assert model.resolved_attention("cpu") == "fused"
     warnings = [r.getMessage() for r in caplog.records if "kernel is not available" in r.getMessage()]
     assert len(warnings) == 1 and "'cc' is not on PATH" in warnings[0]  # once per process, naming the reason
+
+
+@pytest.mark.parametrize("attention", ["matmul", "fused", "kernel", "sdpa"])
+def test_published_readout_equals_the_plain_block_then_a_second_linear(attention):
+    """``readout_hidden = h``: the block's output projection Linear(h -> h), then Linear(h -> d_out), as the published
+    code's Appendix C read-out stacks them; every attention path equals the plain full-p block followed by the second
+    map (float64), the kept-query forward equals the sliced full one, and a member's padded output columns stay zero.
+    Stacking two such ensembles and copying back is exact; mixing read-outs is refused."""
+    gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    model = EnsembleEmulator(gens, d_in=5, d_out=[1, 2, 1], n_tokens=4, hidden=12, heads=3, total_tokens=9,
+                             dtype=torch.float64, attention=attention, readout_hidden=12)
+    assert model.w_o.shape == (3, 12, 12) and model.w_r.shape == (3, 12, 2) and model.o_width == 12
+    x = torch.randn(3, 7, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        y = model(x)
+        for e in range(3):
+            do = model.d_outs[e]
+            ref = reference_forward(model.member_state(e), x[e], 3)
+            assert torch.allclose(y[e, ..., :do], ref, atol=1e-12, rtol=0)
+            assert torch.count_nonzero(y[e, ..., do:]) == 0
+        assert torch.allclose(model(x, keep=slice(1, 3)), y[:, :, 1:3], atol=1e-12, rtol=0)
+    # the same generator streams without the second map give another model: the read-out is a real change
+    plain = EnsembleEmulator([torch.Generator().manual_seed(s) for s in (1, 2, 3)], d_in=5, d_out=[1, 2, 1],
+                             n_tokens=4, hidden=12, heads=3, total_tokens=9, dtype=torch.float64, attention=attention)
+    assert not hasattr(plain, "w_r") and plain.o_width == 2
+    both = EnsembleEmulator.stacked([model, model])
+    copy = EnsembleEmulator([torch.Generator() for _ in range(3)], d_in=5, d_out=[1, 2, 1], n_tokens=4, hidden=12,
+                            heads=3, total_tokens=9, dtype=torch.float64, attention=attention, readout_hidden=12)
+    both.unstack([model, copy])
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), copy.parameters()))
+    with pytest.raises(ValueError, match="readout_hidden"):
+        EnsembleEmulator.stacked([model, plain])
+    with pytest.raises(ValueError, match="readout_hidden must be >= 1"):
+        EnsembleEmulator(gens, d_in=5, d_out=1, n_tokens=4, hidden=12, heads=3, total_tokens=9, readout_hidden=0)

@@ -25,7 +25,7 @@ E3_TINY = {
     "modes": ["fitted", "reference_code"], "n_prompts": 40, "n_context": 5, "n_query": 2, "d": 3, "hidden": 12, "p": 8,
     "heads_sweep": [1, 2], "algorithms": {"fitted": ["ols", "ridge", "lasso", "gd"], "reference_code": ["linear", "ridge", "lasso"]},
     "data_params": {"fitted": {}, "reference_code": {}}, "epochs": 2, "batch_size": 8, "lr": 1e-3, "eval_prompts": 16,
-    "eval_chunk": 5, "checkpoint_every": 1, "compile": False, "attention": "auto",
+    "eval_chunk": 5, "checkpoint_every": 1, "compile": False, "attention": "auto", "readout": "block",
 }
 CPU = torch.device("cpu")
 

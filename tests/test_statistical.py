@@ -24,7 +24,7 @@ TINY = {
     "modes": ["fitted", "reference_code"], "n_prompts": 40, "n_context": 5, "n_query": 2, "d": 3, "hidden": 12, "p": 8,
     "heads_sweep": [1, 2], "algorithms": {"fitted": ["ols", "ridge", "lasso", "gd"], "reference_code": ["linear", "ridge", "lasso"]},
     "data_params": {"fitted": {}, "reference_code": {}}, "epochs": 2, "batch_size": 8, "lr": 1e-3, "eval_prompts": 16,
-    "eval_chunk": 5, "checkpoint_every": 1, "compile": False, "attention": "auto",
+    "eval_chunk": 5, "checkpoint_every": 1, "compile": False, "attention": "auto", "readout": "block",
 }
 
 
@@ -308,3 +308,21 @@ def test_paper_values_on_our_training_curve_cross_at_the_exact_epoch_and_count_s
     uneven = [paths[0], _training_record(tmp_path / "g.json", "reference_code", 6, 1, h1[:4], (1, 1, 1))]
     with pytest.raises(ValueError, match="H=6: seeds trained for different epochs"):
         statistical_tables.paper_on_training_curve(uneven)
+
+
+def test_published_readout_trains_evaluates_and_is_named_only_where_chosen(params, tmp_path):
+    """statistical.readout = published: the frozen model carries the second read-out (meta readout_hidden = h) and
+    evaluates from its file; its record's parameters name the read-out, so its hash differs from the default's,
+    while a default run's parameters do not name the key at all (its records and hashes are as before)."""
+    default = e3.train_setting(params, "reference_code", 2, [0], tmp_path / "block.pt", None, "cpu", 1)
+    published = e3.train_setting(params | {"readout": "published"}, "reference_code", 2, [0], tmp_path / "pub.pt", None,
+                                 "cpu", 1)
+    assert "readout" not in default["params"] and published["params"]["readout"] == "published"
+    assert default["config_hash"] != published["config_hash"]
+    model, info = load_frozen(tmp_path / "pub.pt", e3.build_model)
+    assert info["meta"]["readout_hidden"] == params["hidden"] and model.w_r.shape == (1, params["hidden"], 1)
+    plain, info0 = load_frozen(tmp_path / "block.pt", e3.build_model)
+    assert "readout_hidden" not in info0["meta"] and not hasattr(plain, "w_r")
+    out = e3.evaluate_setting(params | {"readout": "published"}, "reference_code", 2, [0], tmp_path / "pub.pt",
+                              tmp_path / "runs", "cpu", 1)
+    assert out[0]["frozen"]["bit_identical"] and sorted(out[0]["errors"]) == sorted(e3.algorithms(params, "reference_code"))

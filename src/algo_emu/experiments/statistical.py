@@ -135,7 +135,8 @@ def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = 
     width = prompt_layout(params, mode).blind().d_in if blind else d_in(params, mode)
     return {"experiment": EXPERIMENT, "mode": mode, "heads": H, "members": [[s, mode] for s in seeds],
             "d_in": width, "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
-            "total_tokens": params["p"], "attention": params.get("attention", DEFAULTS["attention"]), "weight_blind": blind}
+            "total_tokens": params["p"], "attention": params.get("attention", DEFAULTS["attention"]), "weight_blind": blind,
+            **({"readout_hidden": params["hidden"]} if params.get("readout", "block") == "published" else {})}
 
 
 def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> EnsembleEmulator:
@@ -143,7 +144,7 @@ def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> 
     gens = generators or [torch.Generator().manual_seed(0) for _ in meta["members"]]
     return EnsembleEmulator(gens, d_in=meta["d_in"], d_out=meta["d_out"], n_tokens=meta["n_tokens"],
                             hidden=meta["hidden"], heads=meta["heads"], total_tokens=meta["total_tokens"],
-                            attention=meta["attention"])
+                            attention=meta["attention"], readout_hidden=meta.get("readout_hidden"))
 
 
 def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path,
@@ -184,6 +185,8 @@ class _Setting:
                       "data_params": data_params(params, mode), "attention": model.resolved_attention(next(model.parameters()).device)})
         if mode == "reference_code":
             run_params.pop("n_query")
+        if params.get("readout", "block") != "block":  # a default run's parameters (and hash) do not name the key
+            run_params["readout"] = params["readout"]
         if blind:
             run_params["weight_blind"] = True
         log.info("statistical %s H=%d%s: %d seeds on %s", mode, H, " weight-blind" if blind else "", len(seeds), device)

@@ -97,7 +97,7 @@ _ALL = (
     Reads("statistical", "data", ("n_prompts",) + _STAT_DATA),
     Reads("statistical", "train", ("n_prompts",) + _STAT_DATA + ("hidden", "p", "epochs", "batch_size", "lr",
                                                                 "checkpoint_every", "compile", "attention",
-                                                                "lr_schedule")),
+                                                                "lr_schedule", "readout")),
     Reads("statistical", "evaluate", _STAT_DATA + ("eval_prompts", "eval_chunk")),
     Reads("statistical", "aggregate", ("modes", "algorithms", "heads_sweep", "eval_prompts", "n_prompts", "n_context",
                                        "n_query", "d", "hidden", "p", "epochs", "batch_size", "lr")),

@@ -11,7 +11,10 @@ The block (as the published code at commit 6d39297 builds it):
    over keys; heads concatenated; output ``Linear(h -> d_out)``);
 4. keep the first n tokens.
 
-No feed-forward block, no layer norm, no residual.
+No feed-forward block, no layer norm, no residual. ``readout_hidden`` (optional) builds the read-out the published
+code stacks after the block in its Appendix C experiments: the block's output projection is ``Linear(h -> r)`` and a
+second ``Linear(r -> d_out)`` follows (the same function class as one affine map ``h -> d_out``; another
+parameterisation, so another optimisation path).
 
 :class:`EnsembleEmulator` holds E independent copies (members) of the block;
 every parameter has a leading axis of size E and member ``e`` is initialised
@@ -70,6 +73,7 @@ class EnsembleEmulator(nn.Module):
         total_tokens: int,
         dtype: torch.dtype = torch.float32,
         attention: str = "auto",
+        readout_hidden: int | None = None,
     ) -> None:
         super().__init__()
         E = len(generators)
@@ -96,9 +100,14 @@ class EnsembleEmulator(nn.Module):
         self.m = total_tokens - n_tokens
         self.d_outs = d_outs
         self.d_out = max(d_outs)
+        if readout_hidden is not None and readout_hidden < 1:
+            raise ValueError(f"readout_hidden must be >= 1, got {readout_hidden}")
+        self.readout_hidden = readout_hidden
+        #: width of the block's own output projection: d_out, or r before the second read-out Linear(r -> d_out)
+        self.o_width = readout_hidden or self.d_out
         h, m = hidden, self.m
 
-        w_in, b_in, w_qkv, b_qkv, w_o, b_o = [], [], [], [], [], []
+        w_in, b_in, w_qkv, b_qkv, w_o, b_o, w_r, b_r = [], [], [], [], [], [], [], []
         for gen, do in zip(generators, d_outs):
             # nn.Linear's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
             bi = 1.0 / math.sqrt(d_in)
@@ -111,10 +120,20 @@ class EnsembleEmulator(nn.Module):
                 bs.append(_uniform(gen, (h,), bh, dtype))
             w_qkv.append(torch.cat(ws, dim=1))
             b_qkv.append(torch.cat(bs))
-            wo = torch.zeros(h, self.d_out, dtype=dtype)
-            wo[:, :do] = _uniform(gen, (h, do), bh, dtype)
-            bo = torch.zeros(self.d_out, dtype=dtype)
-            bo[:do] = _uniform(gen, (do,), bh, dtype)
+            if readout_hidden is None:
+                wo = torch.zeros(h, self.d_out, dtype=dtype)
+                wo[:, :do] = _uniform(gen, (h, do), bh, dtype)
+                bo = torch.zeros(self.d_out, dtype=dtype)
+                bo[:do] = _uniform(gen, (do,), bh, dtype)
+            else:
+                r = readout_hidden
+                wo, bo = _uniform(gen, (h, r), bh, dtype), _uniform(gen, (r,), bh, dtype)
+                wr = torch.zeros(r, self.d_out, dtype=dtype)
+                wr[:, :do] = _uniform(gen, (r, do), 1.0 / math.sqrt(r), dtype)
+                br = torch.zeros(self.d_out, dtype=dtype)
+                br[:do] = _uniform(gen, (do,), 1.0 / math.sqrt(r), dtype)
+                w_r.append(wr)
+                b_r.append(br)
             w_o.append(wo)
             b_o.append(bo)
         self.w_in = nn.Parameter(torch.stack(w_in))            # (E, d_in, h)
@@ -124,8 +143,11 @@ class EnsembleEmulator(nn.Module):
         self.ext = nn.Parameter(ext[None, :, None].expand(E, m, h).clone())  # (E, m, h)
         self.w_qkv = nn.Parameter(torch.stack(w_qkv))          # (E, h, 3h): [q | k | v]
         self.b_qkv = nn.Parameter(torch.stack(b_qkv))          # (E, 3h)
-        self.w_o = nn.Parameter(torch.stack(w_o))              # (E, h, d_out), zero-padded
-        self.b_o = nn.Parameter(torch.stack(b_o))              # (E, d_out)
+        self.w_o = nn.Parameter(torch.stack(w_o))              # (E, h, o_width), zero-padded
+        self.b_o = nn.Parameter(torch.stack(b_o))              # (E, o_width)
+        if readout_hidden is not None:
+            self.w_r = nn.Parameter(torch.stack(w_r))          # (E, r, d_out), zero-padded
+            self.b_r = nn.Parameter(torch.stack(b_r))          # (E, d_out)
         mask = torch.zeros(E, self.d_out, dtype=dtype)
         for e, do in enumerate(d_outs):
             mask[e, :do] = 1
@@ -152,14 +174,15 @@ class EnsembleEmulator(nn.Module):
         zero; padded output columns are masked out of the loss). Each member keeps its own numbers:
         :meth:`unstack` copies them back."""
         first = models[0]
-        shape = ("n", "h", "H", "p", "attention")
+        shape = ("n", "h", "H", "p", "attention", "readout_hidden")
         for m in models[1:]:
             bad = [k for k in shape if getattr(m, k) != getattr(first, k)]
             if bad or m.w_in.dtype != first.w_in.dtype:
                 raise ValueError(f"stacked: members of another shape ({', '.join(bad) or 'dtype'} differ)")
         d_in = max(m.d_in for m in models)
         out = cls([torch.Generator() for m in models for _ in range(m.E)], d_in, [d for m in models for d in m.d_outs],
-                  first.n, first.h, first.H, first.p, dtype=first.w_in.dtype, attention=first.attention)
+                  first.n, first.h, first.H, first.p, dtype=first.w_in.dtype, attention=first.attention,
+                  readout_hidden=first.readout_hidden)
         out = out.to(first.w_in.device)
         out._kernel_ok = first._kernel_ok
         out.d_ins = [getattr(m, "d_ins", [m.d_in] * m.E)[e] for m in models for e in range(m.E)]
@@ -196,11 +219,23 @@ class EnsembleEmulator(nn.Module):
             "w_q": self.w_qkv[e, :, :h].detach().clone(), "b_q": self.b_qkv[e, :h].detach().clone(),
             "w_k": self.w_qkv[e, :, h:2 * h].detach().clone(), "b_k": self.b_qkv[e, h:2 * h].detach().clone(),
             "w_v": self.w_qkv[e, :, 2 * h:].detach().clone(), "b_v": self.b_qkv[e, 2 * h:].detach().clone(),
-            "w_o": self.w_o[e, :, :do].detach().clone(), "b_o": self.b_o[e, :do].detach().clone(),
+            **({"w_o": self.w_o[e, :, :do].detach().clone(), "b_o": self.b_o[e, :do].detach().clone()}
+               if self.readout_hidden is None else
+               {"w_o": self.w_o[e].detach().clone(), "b_o": self.b_o[e].detach().clone(),
+                "w_r": self.w_r[e, :, :do].detach().clone(), "b_r": self.b_r[e, :do].detach().clone()}),
         }
 
     def forward(self, x: torch.Tensor, keep: slice | None = None) -> torch.Tensor:
-        """``x``: (E, B, n, d_in) -> (E, B, n, d_out) (padding columns are zero).
+        """``x``: (E, B, n, d_in) -> (E, B, n, d_out) (padding columns are zero): the block, then the second
+        read-out Linear(r -> d_out) where the ensemble has one (``readout_hidden``)."""
+        y = self._block(x, keep)
+        if self.readout_hidden is None:
+            return y
+        E, B, nq, r = y.shape
+        return torch.baddbmm(self.b_r[:, None, :], y.reshape(E, B * nq, r), self.w_r).view(E, B, nq, self.d_out)
+
+    def _block(self, x: torch.Tensor, keep: slice | None = None) -> torch.Tensor:
+        """``x``: (E, B, n, d_in) -> (E, B, n, o_width): the block (its output projection's width).
 
         ``keep``: a slice of the n data tokens whose outputs are wanted (e.g. the query tokens a loss
         reads); only their queries, scores and output projection are computed (every token still
@@ -236,7 +271,7 @@ class EnsembleEmulator(nn.Module):
         if impl in ("sdpa", "fused") and m:
             o = self._sdpa(q, k_d, v_d) if impl == "sdpa" else self._fused(q, k_d, v_d)
             o = o.permute(0, 2, 3, 1, 4).reshape(E, B * nq, h)
-            return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, nq, self.d_out)
+            return torch.baddbmm(self.b_o[:, None, :], o, self.w_o).view(E, B, nq, self.o_width)
         s_d = torch.matmul(q, k_d.transpose(-1, -2))                        # (E, H, B, nq, n)
         if m:
             # 3b. keys/values of the appended tokens: once per step, shared by the batch
@@ -252,7 +287,7 @@ class EnsembleEmulator(nn.Module):
         # concat heads, output projection of the kept tokens
         o = o.permute(0, 2, 3, 1, 4).reshape(E, B * nq, h)
         out = torch.baddbmm(self.b_o[:, None, :], o, self.w_o)
-        return out.view(E, B, nq, self.d_out)
+        return out.view(E, B, nq, self.o_width)
 
     def _fused(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         E, H, B, n, dh = q.shape
@@ -275,7 +310,7 @@ class EnsembleEmulator(nn.Module):
         q = torch.baddbmm(self.b_qkv[:, None, :h], tq, self.w_qkv[:, :, :h]).view(E, B, nq, h)
         kv_e = torch.baddbmm(self.b_qkv[:, None, h:], self.ext, self.w_qkv[:, :, h:])    # (E, m, 2h)
         o = kernel.two_set_attention(q, kv, kv_e, H, 1.0 / math.sqrt(h // H))
-        return torch.baddbmm(self.b_o[:, None, :], o.view(E, B * nq, h), self.w_o).view(E, B, nq, self.d_out)
+        return torch.baddbmm(self.b_o[:, None, :], o.view(E, B * nq, h), self.w_o).view(E, B, nq, self.o_width)
 
     def _sdpa(self, q: torch.Tensor, k_d: torch.Tensor, v_d: torch.Tensor) -> torch.Tensor:
         """Fused attention of the n queries over [n data keys | m appended keys].
@@ -373,4 +408,6 @@ def reference_forward(state: dict[str, torch.Tensor], x: torch.Tensor, heads: in
     a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), dim=-1)     # (B, H, p, p)
     o = (a @ v).transpose(1, 2).reshape(B, p, h)
     y = o @ state["w_o"] + state["b_o"]
+    if "w_r" in state:  # the second read-out Linear(r -> d_out)
+        y = y @ state["w_r"] + state["b_r"]
     return y[:, :n]

@@ -13,7 +13,7 @@ repetition times every multiple once (``--steps`` steps each), in turn, and the 
 ``per-member ratio`` = (ms per step at k / k) / (ms per step at 1): 1.0 = no per-step share; 0.5 at k = 2
 would mean half of the step was shared.
 
-    python tools/benchmarks/members.py --out tools/benchmarks/members.json [--only 'E3 fitted H=6' ...] [--multiples 1 2 4]
+    python benchmarks/members.py --out tools/benchmarks/members.json [--only 'E3 fitted H=6' ...] [--multiples 1 2 4]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "src"))
 
