@@ -8,6 +8,7 @@ inputs the campaign must refuse or flag by name.
 """
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -223,7 +224,7 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     (locks / "0.input.lock").write_text("left by a killed run")
     held = cp._hold_run_lock(wt)
     assert not locks.is_dir() or not any(locks.iterdir())
-    with pytest.raises(cp.CampaignError, match="another `campaign run` is using the worktree"):
+    with pytest.raises(cp.CampaignError, match=rf"another `campaign run` \(process {os.getpid()} on .*\) is using the worktree"):
         cp._hold_run_lock(wt)
     held.close()
 
