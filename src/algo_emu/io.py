@@ -163,9 +163,10 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
         os.replace(tmp_path, path)
         fsync_path(path.parent)
     except BaseException as exc:
+        full = _disk_full(exc, path.parent)  # before the temporary file's space is given back
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
-        if _disk_full(exc, path.parent):
+        if full:
             raise DiskFullError(errno.ENOSPC, f"no space left on the device of {path.parent}: {path} not written "
                                 "(nothing half-written is left under its name); free some space and run the "
                                 "same command again") from exc
