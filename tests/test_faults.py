@@ -36,6 +36,7 @@ from algo_emu.experiments.theorem31_tables import RUNS as T31_RUNS
 from algo_emu.records import load_runs
 from algo_emu.train import FAIL_ENV, TrainConfig, train_ensemble
 
+from test_campaign import clone  # noqa: F401  (a fixture: a throw-away clone with this checkout's code)
 from test_robustness import _model, _Task, _train
 
 SNAKEFILE = str(REPO_ROOT / "Snakefile")
@@ -461,27 +462,17 @@ def test_fault_snakemake_killed_while_a_second_run_is_refused_then_the_same_comm
 # ----------------------------------------------------------------------------- two campaign calls at once
 
 
-def test_fault_two_campaign_calls_at_once_the_second_is_refused(tmp_path):
-    from test_campaign import _commit_all
-
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(repo)], check=True)
-    for rel in ("src", "workflow", "Snakefile", "config", "tests/tiny.yaml"):
-        src, dst = REPO_ROOT / rel, repo / rel
-        if src.is_dir():
-            shutil.rmtree(dst, ignore_errors=True)
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst)
-    commit = _commit_all(repo, "campaign fault test")
+def test_fault_two_campaign_calls_at_once_the_second_is_refused(clone):
+    """The first call is held just after it took its lock (so the test does not hang on its speed); the second,
+    `python -m algo_emu campaign run`, is refused naming it."""
+    repo, commit = clone
     set_dir = repo / "results/reference/campaign"
     set_dir.mkdir(parents=True)
-    (set_dir / "campaign.json").write_text(json.dumps({"commit": commit, "config": "tests/tiny.yaml", "settings": {},
+    (set_dir / "campaign.json").write_text(json.dumps({"commit": commit, "config": "tests/campaign.yaml", "settings": {},
                                                        "moves": []}))
     env = dict(os.environ, PYTHONPATH=str(repo / "src"))  # the clone's package (its REPO_ROOT is the clone)
     cmd = [sys.executable, "-m", "algo_emu", "campaign", "run", "--dir", str(set_dir)]
     lock = repo / ".campaign" / f"{commit[:7]}.run.lock"
-    # the first call, held at its first step after taking the lock (so the test does not depend on its speed)
     first = subprocess.Popen([sys.executable, "-c",
                               "import sys, time; from algo_emu import campaign as cp; from pathlib import Path; "
                               "cp.open_campaign = lambda *a, **k: time.sleep(120); "

@@ -16,7 +16,7 @@
   incomplete are removed (so they are remade) and named; both are logged. When another run holds it,
   nothing is touched and the log names that run's pid.
 
-Standard library only: the workflow imports this module at parse time.
+Standard library only (and :mod:`algo_emu.io`, which imports no more): the workflow imports it at parse time.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import threading
 import time
 from pathlib import Path
 from typing import IO, Callable
+
+from algo_emu.io import pid_alive  # (standard library only at import)
 
 #: The pid of the Snakemake process that runs the jobs (set by workflow/rules/common.smk, inherited by jobs).
 JOB_ENV = "ALGO_EMU_SNAKEMAKE_PID"
@@ -153,16 +155,6 @@ def _set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
         return libc.prctl(1, int(sig), 0, 0, 0) == 0  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         return False
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _stop(reason: str) -> None:

@@ -47,7 +47,8 @@ def _host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (a zombie counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -77,7 +78,7 @@ def clean_stale_temps(path: str | os.PathLike, suffix: str | None = None) -> lis
         m = tagged.match(cand.name)
         if m:
             if m["host"] == host:
-                stale = not _pid_alive(int(m["pid"]))
+                stale = not pid_alive(int(m["pid"]))
             else:
                 try:
                     stale = time.time() - cand.stat().st_mtime > STALE_TMP_SECONDS
