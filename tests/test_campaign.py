@@ -130,6 +130,13 @@ def test_resume_state_round_trip_never_overwrites_a_newer_checkpoint(tmp_path):
     assert cp.restore_resume(set_dir, wt, s) == [] and ck.read_bytes() == b"epoch 4"
     cp.drop_resume(set_dir, s)
     assert not (set_dir / cp.RESUME_DIR).joinpath(cp._resume_name(s)).exists()
+    # a checkpoint folder (E4): its checkpoints travel, the writers' locks beside them do not
+    a = cp.ames_setting("fitted", [0])
+    folder = wt / a.checkpoints[0]
+    folder.mkdir(parents=True)
+    (folder / "h8.pt").write_bytes(b"epoch 1")
+    (folder / "h8.pt.lock").write_text("123 host\n")
+    assert [p.name for p in cp.save_resume(set_dir, wt, a)] == ["h8.pt"]
 
 
 def _write(path, obj):

@@ -318,12 +318,14 @@ def _resume_name(s: Setting) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 def save_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
-    """Copy the setting's checkpoints (files, or every file of a checkpoint folder) into the set."""
+    """Copy the setting's checkpoints (files, or every file of a checkpoint folder but the writers' locks beside
+    them, :func:`algo_emu.guard.claim_setting`) into the set."""
     dest = set_dir / RESUME_DIR / _resume_name(s)
     saved = []
     for ck in s.checkpoints:
         src = wt / ck
-        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src] if src.is_file() else []
+        files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix != ".lock") if src.is_dir() \
+            else [src] if src.is_file() else []
         for f in files:
             rel = f.relative_to(wt)
             target = dest / rel
