@@ -326,23 +326,35 @@ STEP = ("import os, sys, time; from algo_emu.guard import die_with_job; die_with
 
 
 @needs_linux
-@pytest.mark.parametrize("killed", ["shell", "snakemake", "none"])
+@pytest.mark.parametrize("killed", ["shell", "snakemake", "early", "none", "foreign"])
 def test_fault_a_job_step_ends_when_its_shell_or_its_snakemake_is_killed(tmp_path, killed):
-    """``snakemake`` stands for the Snakemake process (its pid in ALGO_EMU_SNAKEMAKE_PID), ``shell`` for the rule's
-    bash wrapper; ``none``: a step started by hand (no Snakemake) outlives its shell as it always did."""
-    owner = subprocess.Popen(["sleep", "300"])
+    """A stand-in for Snakemake (a bash exporting its pid as ALGO_EMU_SNAKEMAKE_PID, as common.smk does) runs a
+    rule's shell (with the workflow's shell prefix), which runs the step. ``snakemake``: the stand-in is killed;
+    ``shell``: the rule's shell is; ``early``: the shell is gone before the step starts. ``none``: a step started
+    by hand (no variable) outlives its shell, as it always did; ``foreign``: the variable names a live process
+    that is not the step's ancestor (inherited by something else): ignored."""
     pid_file = tmp_path / "step.pid"
-    env = dict(os.environ)
-    if killed != "none":
-        env[guard.JOB_ENV] = str(owner.pid)
-    else:
-        env.pop(guard.JOB_ENV, None)
-    shell = subprocess.Popen(["bash", "-c", f"set -euo pipefail; {sys.executable} -c \"{STEP}\" {pid_file}; true"],
-                             env=env, stderr=subprocess.PIPE, text=True)
+    stranger = subprocess.Popen(["sleep", "300"])
+    export = {"none": f"unset {guard.JOB_ENV}", "foreign": f"export {guard.JOB_ENV}={stranger.pid}"}.get(
+        killed, f"export {guard.JOB_ENV}=$$")
+    prefix = guard.SHELL_PREFIX.replace("$", "\\$") if killed != "none" else "set -euo pipefail; "
+    run = f"{sys.executable} -c \\\"{STEP}\\\" {pid_file}"
+    step_cmd = prefix + (f"{run} & exit 0" if killed == "early" else f"{run}; true")
+    err_file = tmp_path / "stderr.txt"
+    with open(err_file, "w") as err:
+        owner = subprocess.Popen(["bash", "-c", f'{export}; bash -c "{step_cmd}"; exec sleep 300'], stderr=err)
     try:
+        if killed == "early":  # started with its shell gone: it stops before it does anything
+            said = "this job's shell (pid "
+            _wait(lambda: said in err_file.read_text() or pid_file.exists(), 120, "the orphaned step to stop")
+            assert not pid_file.exists(), "the orphaned step went on"
+            assert ") is gone; stopping this step now (nothing more is written)" in err_file.read_text()
+            return
         step = int(_wait(lambda: pid_file.exists() and pid_file.read_text(), 120, "the step to start"))
-        (owner if killed == "snakemake" else shell).kill()
-        if killed == "none":
+        shell = _ppid(step)
+        assert shell in _descendants(owner.pid) and _argv(shell)[0].endswith("bash")
+        os.kill(owner.pid if killed == "snakemake" else shell, signal.SIGKILL)
+        if killed in ("none", "foreign"):
             time.sleep(1.5)
             assert not _gone(step)  # outlives its shell
             os.kill(step, signal.SIGKILL)  # ours: started by this test
@@ -350,10 +362,12 @@ def test_fault_a_job_step_ends_when_its_shell_or_its_snakemake_is_killed(tmp_pat
             _wait(lambda: _gone(step), 10, "the orphaned step to end")
         assert not Path(str(pid_file) + ".late").exists()
         if killed == "snakemake":
-            shell.wait(timeout=10)
-            assert "the Snakemake process (pid %d) that started this job is gone" % owner.pid in shell.stderr.read()
+            _wait(lambda: f"the Snakemake process (pid {owner.pid}) that started this job is gone; stopping this step "
+                          "now" in err_file.read_text(), 10, "the step's last words")
     finally:
-        for p in (shell, owner):
+        if pid_file.exists() and pid_file.read_text() and not _gone(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)  # a step this test started, left running by a failure
+        for p in (owner, stranger):
             if p.poll() is None:
                 p.kill()
             p.wait()
@@ -440,7 +454,7 @@ def test_fault_snakemake_killed_while_a_second_run_is_refused_then_the_same_comm
         assert not _gone(step)  # B touched nothing of A's
         a.kill()  # kill -9 of Snakemake itself
         a.wait()
-        _wait(lambda: _gone(step), 15, "the orphaned training step to end")
+        _wait(lambda: _gone(step), 60, "the orphaned training step to end")
     finally:
         if a.poll() is None:
             a.kill()
@@ -533,7 +547,7 @@ def _kill_then_rerun(tmp_path: Path, config: Path, target: str, needle: str, vic
         step = _wait(lambda: _step(run.pid, needle), 1200, f"a step '{needle}'", run)
         jobs = _descendants(run.pid)  # every job's shell and step running now
         os.kill({"step": step, "shell": _ppid(step), "snakemake": run.pid}[victim], signal.SIGKILL)
-        _wait(lambda: _gone(step), 15, "the killed job's step to end")
+        _wait(lambda: _gone(step), 120, "the killed job's step to end (it may still be importing)")
         run.wait(timeout=1200)
         assert run.returncode != 0
         _wait(lambda: all(_gone(p) for p in jobs), 15, "every job of the killed run to end (no orphan)")

@@ -41,6 +41,10 @@ from algo_emu.io import pid_alive  # (standard library only at import)
 
 #: The pid of the Snakemake process that runs the jobs (set by workflow/rules/common.smk, inherited by jobs).
 JOB_ENV = "ALGO_EMU_SNAKEMAKE_PID"
+#: The pid of a rule's shell, exported by the shell itself (:data:`SHELL_PREFIX`, the workflow's shell prefix).
+SHELL_ENV = "ALGO_EMU_JOB_SHELL"
+#: The prefix of every rule's shell command: Snakemake's own default for bash, then the shell's pid exported.
+SHELL_PREFIX = f"set -euo pipefail; export {SHELL_ENV}=$$; "
 #: Exit status of a step stopped because its job ended.
 ORPHAN_EXIT = 75
 
@@ -186,20 +190,47 @@ def _when_gone(pid: int, then: Callable[[], None], poll: float = 1.0) -> None:
     threading.Thread(target=watch, name=f"algo-emu-watch-{pid}", daemon=True).start()
 
 
+def _is_ancestor(pid: int) -> bool:
+    """Whether ``pid`` is this process's parent, grandparent, ... (Linux ``/proc``; elsewhere: whether it lives)."""
+    node = os.getppid()
+    for _ in range(64):
+        if node == pid:
+            return True
+        if node <= 1:
+            return False
+        try:
+            node = int(Path(f"/proc/{node}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return pid_alive(pid) and not Path("/proc/self").exists()
+        except (ValueError, IndexError):
+            return False
+    return False
+
+
 def die_with_job() -> None:
     """Make this process end when the job that started it ends (see the module's docstring). Outside a
-    Snakemake job (:data:`JOB_ENV` unset) it does nothing: a step started by hand lives as it always did."""
+    Snakemake job (:data:`JOB_ENV` unset) it does nothing: a step started by hand lives as it always did.
+
+    The rule's shell exports its own pid (:data:`SHELL_ENV`, the shell prefix in common.smk), so a step
+    whose shell was killed before this ran (while Python started) knows it and stops. A variable inherited
+    by a process that neither of them started (their pids alive, not its ancestors) is ignored."""
     global _IN_JOB
     spec = os.environ.get(JOB_ENV, "")
-    if not spec.isdigit():
+    if not spec.isdigit() or _IN_JOB:
         return
-    _IN_JOB = True
     owner = int(spec)
+    shell = int(os.environ.get(SHELL_ENV, "0")) if os.environ.get(SHELL_ENV, "").isdigit() else 0
+    for pid, what in ((shell, "this job's shell (pid {})"), (owner, "the Snakemake process (pid {}) that started this job")):
+        if pid and pid != os.getpid() and not _is_ancestor(pid):
+            if pid_alive(pid):
+                return  # the variables inherited by something that was not started as this job's step
+            _stop(what.format(pid) + " is gone")  # it died before this step got here
+    _IN_JOB = True
     parent = os.getppid()
     if parent != owner:  # started by the rule's shell: die with it
         _set_parent_death_signal()
         if os.getppid() != parent:  # it died before the kernel was told
-            _stop(f"the shell of this job (pid {parent}) is gone")
+            _stop(f"this job's shell (pid {parent}) is gone")
     _when_gone(owner, lambda: _stop(f"the Snakemake process (pid {owner}) that started this job is gone"))
 
 

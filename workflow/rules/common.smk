@@ -6,7 +6,8 @@ import shlex
 import sys
 
 from algo_emu.config import check_device, validate_sections  # noqa: E402  (torch-free)
-from algo_emu.guard import JOB_ENV, recover_workdir  # (standard library only)
+from algo_emu.guard import JOB_ENV, SHELL_PREFIX, recover_workdir  # (standard library only)
+from snakemake.logging import logger
 from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
 from algo_emu.experiments.step_keys import step_params  # (torch-free)
 
@@ -17,13 +18,15 @@ from algo_emu.experiments.step_keys import step_params  # (torch-free)
 # run, not here: a cluster's submit host may have no GPU while its jobs do.
 validate_sections(config, gpu_check=False)
 
-# Faults (docs/reliability.md): every job's step ends when this Snakemake process ends (algo_emu.guard.die_with_job
-# reads its pid), so a killed run leaves no job writing behind it. The main process, before Snakemake checks its
-# lock and incomplete outputs: a lock and incomplete outputs left by a killed run are cleared (and logged) when
-# no other run of this workflow is alive in this folder, so the same command resumes the run.
+# Faults (docs/reliability.md): every job's step ends when this Snakemake process or the rule's shell ends
+# (algo_emu.guard.die_with_job reads their pids), so a killed run leaves no job writing behind it. The main
+# process, before Snakemake checks its lock and incomplete outputs: a lock and incomplete outputs left by a
+# killed run are cleared (and logged) when no other run of this workflow is alive in this folder, so the same
+# command resumes the run.
 os.environ[JOB_ENV] = str(os.getpid())
+shell.prefix(SHELL_PREFIX)
 if not (workflow.remote_exec or workflow.subprocess_exec):
-    recover_workdir()
+    recover_workdir(log=logger.warning)
 
 
 onstart:
