@@ -99,14 +99,15 @@ def _wait(cond, timeout: float, what: str, proc: subprocess.Popen | None = None)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def _step(root: int, needle: str, shell: bool = False) -> int | None:
-    """The pid of the job step (python; ``shell``: its bash wrapper) under ``root`` whose command line holds
-    ``needle``."""
+def _step(root: int, needle: str, checkpointed_in: Path | None = None) -> int | None:
+    """The pid of the job step (python) under ``root`` whose command line holds ``needle`` (``checkpointed_in``:
+    and whose ``--checkpoint`` exists in that folder)."""
     for pid in _descendants(root):
         argv = _argv(pid)
-        exe = os.path.basename(argv[0]) if argv else ""
-        if needle in " ".join(argv) and (exe in ("bash", "sh") if shell else exe.startswith("python")):
-            return pid
+        if argv and os.path.basename(argv[0]).startswith("python") and needle in " ".join(argv):
+            if checkpointed_in is None or ("--checkpoint" in argv and
+                                           (checkpointed_in / argv[argv.index("--checkpoint") + 1]).exists()):
+                return pid
     return None
 
 
@@ -522,7 +523,9 @@ def _assert_same_tables(workdir: Path, baseline: dict[str, bytes]) -> None:
 
 
 STAT_TARGET = "statistical_table"
-STAT = {"modes": ["fitted"], "heads_sweep": [1]}  # data x2, train, train_blind, evaluate, aggregate
+# data x2, train, train_blind, evaluate, aggregate; enough epochs that a kill lands after a checkpoint
+STAT = {"modes": ["fitted"], "heads_sweep": [1], "epochs": 100}
+CHECKPOINTS = "results/statistical/checkpoints"
 
 
 @pytest.fixture(scope="module")
@@ -535,16 +538,18 @@ def stat_baseline(tmp_path_factory):
     return config, _tables(tmp / "work")
 
 
-def _kill_then_rerun(tmp_path: Path, config: Path, target: str, needle: str, victim: str) -> tuple[Path, str]:
+def _kill_then_rerun(tmp_path: Path, config: Path, target: str, needle: str, victim: str,
+                     after_checkpoint: bool = False) -> tuple[Path, str]:
     """Start the README's command for ``target`` in a fresh folder; when the step whose command line holds
-    ``needle`` runs, kill -9 ``victim`` (``step``: its python, ``shell``: the rule's bash wrapper,
-    ``snakemake``: Snakemake itself); check no process of the run is left; rerun the same command; return the
-    folder and the rerun's log."""
+    ``needle`` runs (``after_checkpoint``: and has written a checkpoint), kill -9 ``victim`` (``step``: its
+    python, ``shell``: the rule's bash wrapper, ``snakemake``: Snakemake itself); check no process of the run is
+    left; rerun the same command; return the folder and the rerun's log."""
     work = tmp_path / "work"
     cmd = _snakemake_cmd(work, config, target)
     run = _start(cmd)
     try:
-        step = _wait(lambda: _step(run.pid, needle), 1200, f"a step '{needle}'", run)
+        step = _wait(lambda: _step(run.pid, needle, work if after_checkpoint else None), 1200, f"a step '{needle}'",
+                     run)
         jobs = _descendants(run.pid)  # every job's shell and step running now
         os.kill({"step": step, "shell": _ppid(step), "snakemake": run.pid}[victim], signal.SIGKILL)
         _wait(lambda: _gone(step), 120, "the killed job's step to end (it may still be importing)")
@@ -570,8 +575,12 @@ def _kill_then_rerun(tmp_path: Path, config: Path, target: str, needle: str, vic
     ("aggregate", "statistical aggregate"),
 ])
 def test_fault_kill9_at_each_rule_type_then_rerun_gives_the_same_tables(tmp_path, stat_baseline, rule, needle):
+    """A training step is killed after it wrote a checkpoint: the rerun resumes it."""
     config, baseline = stat_baseline
-    work, _ = _kill_then_rerun(tmp_path, config, STAT_TARGET, needle, "step")
+    work, _ = _kill_then_rerun(tmp_path, config, STAT_TARGET, needle, "step", after_checkpoint=rule == "train")
+    if rule == "train":
+        logs = "".join(p.read_text() for p in (work / "logs" / "statistical").glob("train*.log"))
+        assert f"resumed from {CHECKPOINTS}/" in logs
     _assert_same_tables(work, baseline)
 
 
@@ -583,7 +592,7 @@ def test_fault_kill9_of_snakemake_or_a_job_shell_leaves_no_orphan_then_rerun_giv
     """The issue's two orphan cases: Snakemake killed (its lock left behind), and the training job's shell
     wrapper killed (Snakemake records the job failed; its python must not write the outputs afterwards)."""
     config, baseline = stat_baseline
-    work, log = _kill_then_rerun(tmp_path, config, STAT_TARGET, "statistical train", victim)
+    work, log = _kill_then_rerun(tmp_path, config, STAT_TARGET, "statistical train", victim, after_checkpoint=True)
     if victim == "snakemake":
         assert "removed the Snakemake lock a killed run left in" in log
         assert "left incomplete by an interrupted run, removed and redone by this run:\n    results/statistical/models/" \
