@@ -468,6 +468,8 @@ def test_fault_snakemake_killed_while_a_second_run_is_refused_then_the_same_comm
     assert f"removed the Snakemake lock a killed run left in {work}" in c.stderr
     assert "output(s) left incomplete by an interrupted run, removed and redone by this run:\n" in c.stderr
     assert "    results/theorem31/runs/p4/model.pt" in c.stderr
+    run_log = max((work / ".snakemake/log").glob("*.snakemake.log")).read_text()  # Snakemake's log file has them too
+    assert "removed the Snakemake lock a killed run left in" in run_log and "results/theorem31/runs/p4/model.pt" in run_log
     log = (work / "logs/theorem31/train_p4.log").read_text()
     assert f"resumed from results/theorem31/checkpoints/p4.pt at epoch " in log
     assert json.loads((work / "results/theorem31/runs/p4/seed0/metrics.json").read_text())["timing"][
