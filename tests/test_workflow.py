@@ -155,7 +155,7 @@ def test_bad_config_is_rejected_by_the_workflow(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(cfg))
     proc = _snakemake(tmp_path, "all", "-n", configfile=bad)
-    assert proc.returncode != 0 and "'epochz' was unexpected" in proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "heads.epochz: unknown key" in proc.stdout + proc.stderr
     cfg["heads"].pop("epochz")
     cfg["heads"]["heads_sweep"] = [1, 5]
     bad.write_text(yaml.safe_dump(cfg))

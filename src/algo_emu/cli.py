@@ -106,6 +106,9 @@ FIGURE = arg("--out", required=True, help="output stem (writes .pdf and .png)")
 
 
 def _run_step(step: Step, namespace: argparse.Namespace) -> int:
+    from algo_emu.guard import die_with_job
+
+    die_with_job()  # started by a Snakemake job: end with it (no orphan writes after a kill); else nothing
     if any(a.flag == THREADS.flag for a in step.args):
         # a compute step: flush denormals before any thread starts, keep freed memory before the first tensor
         from algo_emu.runtime import flush_denormals, reuse_freed_memory

@@ -165,8 +165,27 @@ def _validate(data: dict, schema_file: Path, where: str) -> None:
         _default_filling_validator()(schema).validate(data)
     except jsonschema.ValidationError as exc:
         path = ".".join(str(p) for p in exc.absolute_path)
-        key = ".".join(k for k in (where, path) if k) or "config"
-        raise ConfigError(f"{key}: {exc.message}") from None
+        key = ".".join(k for k in (where, path) if k)
+        if exc.validator == "additionalProperties" and isinstance(exc.instance, dict):
+            raise ConfigError("\n".join(_unknown_keys(key, exc.instance, exc.schema))) from None
+        raise ConfigError(f"{key or 'config'}: {exc.message}") from None
+
+
+def _unknown_keys(key: str, instance: dict, schema: dict) -> list[str]:
+    """``<key>.<name>: unknown key`` for each key of ``instance`` its (``additionalProperties: false``) schema
+    does not declare, with the nearest declared name when one is close (a typo)."""
+    import difflib
+
+    known = list(schema.get("properties", {}))
+    patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+    lines = []
+    for name in instance:
+        if name in known or any(p.search(str(name)) for p in patterns):
+            continue
+        near = difflib.get_close_matches(str(name), known, n=1)
+        hint = f" (did you mean {'.'.join(k for k in (key, near[0]) if k)}?)" if near else ""
+        lines.append(f"{'.'.join(k for k in (key, str(name)) if k)}: unknown key{hint}")
+    return lines
 
 
 def validate_section(section: str, values: dict | None) -> dict:

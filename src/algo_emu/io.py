@@ -1,10 +1,13 @@
 """Atomic file output, checksums and JSON helpers.
 
 Every file the pipeline writes goes through :func:`atomic_path`: the content is
-written to a temporary file in the same directory and renamed into place, so a
-killed job never leaves a half-written output behind. The temporary file's name
-carries the writer's host and process id; the next write of the same path removes
-the leftovers of writers that died (``kill -9`` gives them no chance to clean up).
+written to a temporary file in the same directory, flushed to the disk (``fsync``),
+renamed into place, and the folder flushed after the rename, so a killed job, or a
+machine that loses power, never leaves a half-written output behind under the final
+name. The temporary file's name carries the writer's host and process id; the next
+write of the same path removes the leftovers of writers that died (``kill -9`` gives
+them no chance to clean up). A full disk raises :class:`DiskFullError` naming the
+file, and nothing is left under its name.
 
 Digests are of content only: :func:`tensor_digest` hashes tensor bytes, and
 :func:`save_torch` writes an archive that does not depend on the temporary file's
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import glob
 import hashlib
 import json
@@ -23,6 +27,7 @@ import re
 import socket
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -40,7 +45,8 @@ def _host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (a zombie counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -70,7 +76,7 @@ def clean_stale_temps(path: str | os.PathLike, suffix: str | None = None) -> lis
         m = tagged.match(cand.name)
         if m:
             if m["host"] == host:
-                stale = not _pid_alive(int(m["pid"]))
+                stale = not pid_alive(int(m["pid"]))
             else:
                 try:
                     stale = time.time() - cand.stat().st_mtime > STALE_TMP_SECONDS
@@ -85,22 +91,65 @@ def clean_stale_temps(path: str | os.PathLike, suffix: str | None = None) -> lis
     return removed
 
 
+class DiskFullError(OSError):
+    """A write found no space left on its device (or the user's quota spent); nothing was written."""
+
+
+class CorruptFileError(ValueError):
+    """A file the pipeline wrote does not read back as written (damaged on disk, or edited)."""
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush ``path`` (a file, or a folder's entries) to the disk. A file system that cannot sync a folder
+    (some network and FUSE file systems refuse) is left as it is."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if not os.path.isdir(path) or exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _disk_full(exc: BaseException, folder: Path) -> bool:
+    """Whether ``exc`` (anything a writer raised: OSError, or a library's wrapper of one) came from a full
+    device: ENOSPC or EDQUOT in the exception or its causes, or no byte left on ``folder``'s device."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, (OSError, RuntimeError)):
+        with contextlib.suppress(OSError):
+            st = os.statvfs(folder)
+            return st.f_bavail == 0
+    return False
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
+    """Yield a temporary path next to ``path``; on success, flush it to the disk, rename it onto ``path`` and
+    flush the folder (so the new name survives a power loss, not only the content).
 
-    On an exception the temporary file is removed and ``path`` is untouched; a
-    temporary file left by an earlier writer that was killed is removed first
-    (:func:`clean_stale_temps`). ``suffix`` defaults to the target's suffix (some writers, e.g. matplotlib,
-    choose the format from it).
+    On an exception the temporary file is removed and ``path`` is untouched; a full device raises
+    :class:`DiskFullError` naming ``path``. A temporary file left by an earlier writer that was killed is
+    removed first (:func:`clean_stale_temps`). ``suffix`` defaults to the target's suffix (some writers, e.g.
+    matplotlib, choose the format from it).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix if suffix is None else suffix
     clean_stale_temps(path, suffix)
-    fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.~{_host_tag()}~{os.getpid()}~", suffix=suffix + ".tmp"
-    )
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.~{_host_tag()}~{os.getpid()}~", suffix=suffix + ".tmp"
+        )
+    except OSError as exc:
+        if _disk_full(exc, path.parent):
+            raise DiskFullError(exc.errno, f"no space left on the device of {path.parent}: {path} not written; "
+                                "free some space and run the same command again") from exc
+        raise
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -109,10 +158,17 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)
+        fsync_path(tmp_path)
         os.replace(tmp_path, path)
-    except BaseException:
+        fsync_path(path.parent)
+    except BaseException as exc:
+        full = _disk_full(exc, path.parent)  # before the temporary file's space is given back
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        if full:
+            raise DiskFullError(errno.ENOSPC, f"no space left on the device of {path.parent}: {path} not written "
+                                "(nothing half-written is left under its name); free some space and run the "
+                                "same command again") from exc
         raise
 
 
@@ -180,6 +236,26 @@ def save_torch(path: str | os.PathLike, obj: Any) -> None:
             torch.save(obj, fh)
 
 
+def load_torch(path: str | os.PathLike, **kwargs) -> Any:
+    """``torch.load(path, **kwargs)`` of a :func:`save_torch` file that reads back as written: every member of
+    its zip archive passes its CRC-32 check (``torch.load`` alone loads a flipped bit in a tensor's bytes
+    without a word). Otherwise :class:`CorruptFileError` naming the file."""
+    import torch
+
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError) as exc:
+        raise CorruptFileError(f"{path}: damaged, not a readable torch archive ({exc})") from None
+    if bad is not None:
+        raise CorruptFileError(f"{path}: damaged, its member {bad} fails its CRC-32 check")
+    try:
+        return torch.load(path, **kwargs)
+    except (RuntimeError, EOFError, ValueError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+        raise CorruptFileError(f"{path}: damaged, torch.load fails ({type(exc).__name__}: {exc})") from None
+
+
 def _tensor_bytes(t) -> bytes:
     import torch
 
@@ -221,14 +297,15 @@ def sidecar(path: str | os.PathLike) -> Path:
 
 
 def checked_sidecar(path: str | os.PathLike) -> dict:
-    """The sidecar of a data file whose sha256 matches it; otherwise ValueError naming the file (and how
-    to remake it)."""
+    """The sidecar of a data file whose sha256 matches it; otherwise :class:`CorruptFileError` (a ValueError)
+    naming the file and how to remake it."""
     path = Path(path)
     meta = read_json(sidecar(path))
     digest = sha256_file(path)
     if digest != meta.get("sha256"):
-        raise ValueError(f"{path}: sha256 {digest[:12]}... does not match its sidecar ({str(meta.get('sha256'))[:12]}...); "
-                         "delete it and rerun the data rule")
+        raise CorruptFileError(f"{path}: sha256 {digest[:12]}... does not match its sidecar "
+                               f"({str(meta.get('sha256'))[:12]}...): damaged or edited after it was written; "
+                               f"remove it (rm {path}) and run the same command again to remake it")
     return meta
 
 

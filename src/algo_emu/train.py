@@ -47,7 +47,8 @@ from typing import Callable, Protocol, Sequence
 
 import torch
 
-from algo_emu.io import save_torch
+from algo_emu.guard import claim_setting
+from algo_emu.io import CorruptFileError, load_torch, save_torch
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import code_version, denormals_flushed
 
@@ -305,6 +306,18 @@ def checkpoint_fingerprint(fingerprint: str, device: torch.device) -> str:
     return f"{fingerprint}|{code_version()}" + ("|denormals flushed" if flushed else "")
 
 
+def read_checkpoint(ckpt: Path | None, device: torch.device) -> dict | None:
+    """The state in checkpoint ``ckpt``; None when there is none, or when it is damaged (it fails its CRC-32
+    check or does not load: refused by name in the log, and the run trains from scratch to the same numbers)."""
+    if ckpt is None or not ckpt.exists():
+        return None
+    try:
+        return load_torch(ckpt, map_location=device, weights_only=False)
+    except CorruptFileError as exc:
+        log.warning("not resuming %s: %s; training from scratch", ckpt, exc)
+        return None
+
+
 def train_ensemble(
     model: torch.nn.Module,
     task: EnsembleTask,
@@ -337,8 +350,9 @@ def train_ensemble(
     start_epoch = 0
     ckpt = Path(checkpoint) if checkpoint else None
     fingerprint = checkpoint_fingerprint(fingerprint, device)
-    if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
+    claim_setting(ckpt)  # one writer per setting: a second process training it is refused, naming the first
+    state = read_checkpoint(ckpt, device)
+    if state is not None:
         if state.get("final"):
             log.warning("not resuming %s: it is the checkpoint of a finished run; training from scratch", ckpt)
         elif state.get("fingerprint") == fingerprint and state.get("members") == [(m.seed, m.name) for m in members]:

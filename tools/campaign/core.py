@@ -40,7 +40,6 @@ old commit and settings still to do (they would be mixed); the move is recorded 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shlex
@@ -55,6 +54,7 @@ from typing import Iterable
 
 from algo_emu import cli, records
 from algo_emu.cli import Step, arg
+from algo_emu.guard import LockHeld, hold_lock
 from algo_emu.io import read_json, sha256_file, utc_now, write_json
 from tools.campaign.load import LoadMonitor
 from algo_emu.runtime import REPO_ROOT, hardware
@@ -227,9 +227,14 @@ def save_state(set_dir: Path, state: dict) -> None:
     write_json(set_dir / STATE, state)
 
 
+def worktree_path(root: Path, commit: str) -> Path:
+    """Where the pinned commit's worktree lives: ``.campaign/<commit[:7]>``."""
+    return Path(root) / WORKTREES / commit[:7]
+
+
 def worktree(root: Path, commit: str) -> Path:
-    """The pinned commit checked out (detached) under ``.campaign/<commit[:7]>``; created when absent."""
-    wt = root / WORKTREES / commit[:7]
+    """The pinned commit checked out (detached) at :func:`worktree_path`; created when absent."""
+    wt = worktree_path(root, commit)
     if (wt / ".git").exists():
         head = _git("rev-parse", "HEAD", cwd=wt)
         if head != commit:
@@ -314,12 +319,14 @@ def _resume_name(s: Setting) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 def save_resume(set_dir: Path, wt: Path, s: Setting) -> list[Path]:
-    """Copy the setting's checkpoints (files, or every file of a checkpoint folder) into the set."""
+    """Copy the setting's checkpoints (files, or every file of a checkpoint folder but the writers' locks beside
+    them, :func:`algo_emu.guard.claim_setting`) into the set."""
     dest = set_dir / RESUME_DIR / _resume_name(s)
     saved = []
     for ck in s.checkpoints:
         src = wt / ck
-        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src] if src.is_file() else []
+        files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix != ".lock") if src.is_dir() \
+            else [src] if src.is_file() else []
         for f in files:
             rel = f.relative_to(wt)
             target = dest / rel
@@ -596,12 +603,11 @@ def _hold_run_lock(wt: Path):
     lives (the kernel drops it when the process dies, so a killed run leaves no stale lock). Holding it
     means no Snakemake of ours is running in the worktree, so a Snakemake lock found there was left by a
     killed run and is removed (``snakemake --unlock``)."""
-    fh = open(wt.parent / f"{wt.name}.run.lock", "w")
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        raise CampaignError(f"another `campaign run` is using the worktree {wt}; wait for it or stop it") from None
+        fh = hold_lock(wt.parent / f"{wt.name}.run.lock")
+    except LockHeld as exc:
+        raise CampaignError(f"another `campaign run` ({exc.holder}) is using the worktree {wt}; this call is "
+                            "refused: wait for it to end, or stop it") from None
     locks = wt / ".snakemake" / "locks"
     if locks.is_dir() and any(locks.iterdir()):
         print(f"{utc_now()} campaign: removing the Snakemake lock a killed run left in {wt}", flush=True)
@@ -717,8 +723,9 @@ def run(set_dir: str = DEFAULT_DIR, only: list[str] | None = None, max_settings:
     if _git("diff", "--stat", commit, "HEAD", "--", "requirements.lock", cwd=root, check=False):
         raise CampaignError(f"requirements.lock differs between the pinned commit {commit[:12]} and this "
                             "checkout: the environment would not be the one the campaign's settings were made in")
+    # first, before the worktree is made or any state written: a second call at once is refused here
+    lock = _hold_run_lock(worktree_path(root, commit))  # noqa: F841  (held until this process exits)
     set_dir, state, wt, cfg = open_campaign(set_dir, root)
-    lock = _hold_run_lock(wt)  # noqa: F841  (held until this process exits)
     _raise_priority()
     state.setdefault("code_version", pinned_code_version(wt))
     save_state(set_dir, state)

@@ -8,6 +8,7 @@ inputs the campaign must refuse or flag by name.
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -131,6 +132,13 @@ def test_resume_state_round_trip_never_overwrites_a_newer_checkpoint(tmp_path):
     assert cp.restore_resume(set_dir, wt, s) == [] and ck.read_bytes() == b"epoch 4"
     cp.drop_resume(set_dir, s)
     assert not (set_dir / cp.RESUME_DIR).joinpath(cp._resume_name(s)).exists()
+    # a checkpoint folder (E4): its checkpoints travel, the writers' locks beside them do not
+    a = cp.ames_setting("fitted", [0])
+    folder = wt / a.checkpoints[0]
+    folder.mkdir(parents=True)
+    (folder / "h8.pt").write_bytes(b"epoch 1")
+    (folder / "h8.pt.lock").write_text("123 host\n")
+    assert [p.name for p in cp.save_resume(set_dir, wt, a)] == ["h8.pt"]
 
 
 def test_a_finished_jobs_checkpoint_is_restored_unmarked_and_resumed_with_no_epoch_left(tmp_path):
@@ -298,7 +306,7 @@ def test_campaign_end_to_end_one_commit_resume_replay_and_bad_input(clone, monke
     (locks / "0.input.lock").write_text("left by a killed run")
     held = cp._hold_run_lock(wt)
     assert not locks.is_dir() or not any(locks.iterdir())
-    with pytest.raises(cp.CampaignError, match="another `campaign run` is using the worktree"):
+    with pytest.raises(cp.CampaignError, match=rf"another `campaign run` \(process {os.getpid()} on .*\) is using the worktree"):
         cp._hold_run_lock(wt)
     held.close()
 
@@ -526,3 +534,43 @@ def test_page_says_a_running_settings_resume_state_is_committed_only_when_git_tr
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
     assert running_words(resume, tmp_path) == (STATUS_WORDS["running"] + "; checkpoints: `a.pt` at epoch 100 "
                                                "(finished), `p60.pt` at epoch 28")
+
+
+def _wait(cond, timeout: float, what: str):
+    import time
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_fault_two_campaign_calls_at_once_the_second_is_refused(clone):
+    """The first call is held just after it took its lock (so the test does not hang on its speed); the second,
+    `python -m tools.campaign run`, is refused naming it."""
+    repo, commit = clone
+    set_dir = repo / "results/reference/campaign"
+    set_dir.mkdir(parents=True)
+    (set_dir / "campaign.json").write_text(json.dumps({"commit": commit, "config": "tests/campaign.yaml", "settings": {},
+                                                       "moves": []}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), str(repo / "src")]))  # the clone's code
+    cmd = [sys.executable, "-m", "tools.campaign", "run", "--dir", str(set_dir)]
+    lock = repo / ".campaign" / f"{commit[:7]}.run.lock"
+    first = subprocess.Popen([sys.executable, "-c",
+                              "import sys, time; from tools.campaign import core as cp; from pathlib import Path; "
+                              "cp.open_campaign = lambda *a, **k: time.sleep(120); "
+                              "cp.run(sys.argv[1], root=Path(sys.argv[2]))", str(set_dir), str(repo)],
+                             env=env, cwd=repo)
+    try:
+        _wait(lambda: lock.exists() and lock.read_text().startswith(f"{first.pid} "), 120, "the first call's lock")
+        second = subprocess.run(cmd, env=env, cwd=repo, capture_output=True, text=True, timeout=300)
+        assert second.returncode != 0
+        assert (f"another `campaign run` (process {first.pid} on {os.uname().nodename}) is using the worktree "
+                f"{repo / '.campaign' / commit[:7]}; this call is refused") in second.stderr
+        assert not (repo / ".campaign" / commit[:7]).exists()  # refused before making the worktree
+    finally:
+        first.kill()
+        first.wait()

@@ -1,10 +1,13 @@
 # Shared set-up for every experiment's rules: config validation, the Python
 # that runs the package, the list of final outputs (from the targets map), wildcard constraints.
 import json
+import os
 import shlex
 import sys
 
 from algo_emu.config import check_device, validate_sections  # noqa: E402  (torch-free)
+from algo_emu.guard import JOB_ENV, SHELL_PREFIX, recover_workdir  # (standard library only)
+from snakemake.logging import logger
 from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
 from algo_emu.experiments.step_keys import step_params  # (torch-free)
 from algo_emu.grouping import grouping_on  # (torch-free)
@@ -15,6 +18,16 @@ from algo_emu.grouping import grouping_on  # (torch-free)
 # of 1"), then the cross-field checks. The device is checked before the first job of a local
 # run, not here: a cluster's submit host may have no GPU while its jobs do.
 validate_sections(config, gpu_check=False)
+
+# Faults (docs/reliability.md): every job's step ends when this Snakemake process or the rule's shell ends
+# (algo_emu.guard.die_with_job reads their pids), so a killed run leaves no job writing behind it. The main
+# process, before Snakemake checks its lock and incomplete outputs: a lock and incomplete outputs left by a
+# killed run are cleared (and logged) when no other run of this workflow is alive in this folder, so the same
+# command resumes the run.
+os.environ[JOB_ENV] = str(os.getpid())
+shell.prefix(SHELL_PREFIX)
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    recover_workdir(log=logger.warning)
 
 
 onstart:
