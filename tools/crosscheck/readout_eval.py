@@ -1,0 +1,51 @@
+"""E3 with the published read-out (``config/e3_readout.yaml``): evaluate its frozen model the way this pipeline
+evaluates E3 (fresh prompts per algorithm, the package's ``evaluate_model``; no weight-blind baseline: the question is
+the read-out's effect on the loss, not whether the model reads w) and keep a small record for ``table.py``.
+
+    snakemake results/statistical/models/reference_code_H6.pt --configfile config/e3_readout.yaml   # in a clean checkout
+    python tools/crosscheck/readout_eval.py --checkout <that checkout>
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkout", type=Path, required=True, help="the checkout whose results/ hold the trained model")
+    ap.add_argument("--records", type=Path, default=HERE / "records")
+    args = ap.parse_args(argv)
+    from algo_emu.config import load_config
+    from algo_emu.experiments import statistical as e3
+    from algo_emu.frozen import frozen, load_frozen
+
+    cfg = load_config(args.checkout / "config" / "e3_readout.yaml", gpu_check=False)
+    params, seeds = cfg["statistical"], cfg["seeds"]
+    path = args.checkout / "results/statistical/models/reference_code_H6.pt"
+    model, info = load_frozen(path, e3.build_model)
+    sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+    record: dict = {}
+    with frozen(model, record):
+        res = e3.evaluate_model(params, model, "reference_code", seeds)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.checkout, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=args.checkout,
+                                capture_output=True, text=True).stdout.strip())
+    out = {"experiment": "E3", "variant": "published read-out (config/e3_readout.yaml)", "heads": 6, "seeds": seeds,
+           "readout_hidden": info["meta"].get("readout_hidden"), "epochs": params["epochs"],
+           "commit": commit, "commit_dirty": dirty,
+           "test_mse_vs_noisy_y": {str(s): {a: res["errors"][s][a]["prediction"] for a in res["errors"][s]} for s in seeds},
+           "train_loss_per_epoch": sidecar["history"], "bit_identical": record.get("bit_identical"),
+           "train_seconds": sum(sidecar.get("timing", {}).get("epoch_seconds", []) or [0.0])}
+    args.records.mkdir(parents=True, exist_ok=True)
+    (args.records / "e3_readout_H6.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    print(json.dumps({k: out[k] for k in ("test_mse_vs_noisy_y", "commit", "bit_identical")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
