@@ -329,6 +329,10 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
                    f"pinned commit does not reproduce bit for bit, never in these tables: [`{cp.PRE}/README.md`]"
                    f"({cp.PRE}/README.md)")
     out.append(f"- kept apart with its own page: {variants_line(set_dir)}")
+    if (set_dir / "crosscheck" / "README.md").is_file():
+        out.append("- beside it, with its own page: the paper's published code run on E1 (H = 4, 6), E3 (H = 6) and "
+                   "E4, its numbers beside ours made the same way, and where E3's training loss reaches the paper's "
+                   "level: [`crosscheck/README.md`](crosscheck/README.md)")
     made: dict[tuple[str, str], list[str]] = {}  # (commit, CPU) -> settings, in priority order
     for s, e in done:
         commit = (e.get("commit") or e.get("replay", {}).get("commit") or "?")[:12]

@@ -59,7 +59,8 @@ def e1_rows(records: Path, set_dir: Path) -> list[dict]:
                if theirs and all(r.get("test_kqv") for r in theirs) else None,
                "kqv_ours": [round(float(ours[f"mse_{m}"].mean()), 4) for m in "KQV"] if on else None,
                "minutes_per_seed_published_code": statistics.fmean(r["seconds"] for r in theirs) / 60 if theirs else None}
-        row["verdict"] = (agreement(om, osd, on, tm, ts, tn) if tn > 1 and on > 1 else "too few runs")
+        row["verdict"] = (agreement(om, osd, on, tm, ts, tn) if tn > 1 and on > 1
+                          else f"too few runs (published code n = {tn}; the rule needs at least 2 on each side)")
         row["rule"] = "[paper-number]: both are means over independently trained models"
         out.append(row)
     return out
@@ -120,7 +121,7 @@ def e3_epochs(records: Path, set_dir: Path) -> list[str]:
 
 
 def _g(x) -> str:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
 
 
 def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
@@ -136,7 +137,7 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
     envs = sorted({json.dumps(r.get("environment", {}), sort_keys=True) for r in recs})
     md = ["# The published code beside ours", "",
           "The paper's published code (its authors' repository at commit 6d39297, not part of this project) run on "
-          "this project's CPU, changing only what is listed below, beside this set's records of the same settings, "
+          "a CPU (environment at the end), changing only what is listed below, beside this set's records of the same settings, "
           "made the same way. Rebuild: `python tools/crosscheck/table.py`; run the code again (a checkout of that "
           "repository and about 8 CPU-hours): the commands at the top of `tools/crosscheck/published.py`.", "",
           "| experiment | setting | published code (per run) | published code mean ± sd (n) | ours mean ± sd (n) | "
@@ -155,8 +156,10 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
         md += ["", "E3, training loss (MSE against the noisy y on the mixed training prompts) against the paper's level "
                "(the mean of its three H = 6 values):", "", *ep]
     if e4:
-        md += ["", "E4: the published script as written: `main()`: " + e4["main"] + "; its model built with main()'s "
-               "own values (hidden 2 x 262 = 524, 8 heads): " + e4["model_with_main_values"] + "."]
+        md += ["", "E4: the published script as written. `main()` first downloads its data from OpenML (" + e4["main"]
+               + " where the run had no network); it then builds its model, before any training, with its own values "
+               "(hidden 2 x 262 = 524, 8 heads), and that model, built alone here, fails: "
+               + e4["model_with_main_values"] + ". So the script cannot train as published, with or without the data."]
     md += ["", "## What was changed to run it", ""]
     for exp, ch in sorted(changes.items()):
         md += [f"- {exp}: " + "; ".join(ch)]
