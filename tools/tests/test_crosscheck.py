@@ -1,0 +1,65 @@
+"""tools/crosscheck/table.py: the published code's numbers beside ours, and the read-out rule, on synthetic records
+against a small fake set (no published code needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from algo_emu import paper_values
+from tools.crosscheck import table
+
+ALGOS = ("lasso", "ridge", "linear")
+I6 = paper_values.STATISTICAL_HEADS["heads"].index(6)
+PAPER = {a: paper_values.STATISTICAL_HEADS[a]["mean"][I6] for a in ALGOS}
+
+
+def _set(tmp_path: Path, default_scale: float) -> Path:
+    """A set whose reference_code H = 6 models sit at ``default_scale`` x the paper's value (10 seeds, 10 % spread)."""
+    rows = [{"mode": "reference_code", "heads": 6, "seed": s, "algorithm": a,
+             "mse": PAPER[a] * default_scale * (1 + 0.1 * (s - 4.5) / 4.5)} for s in range(10) for a in ALGOS]
+    (tmp_path / "set" / "tables").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(tmp_path / "set" / "tables" / "statistical_runs.csv", index=False)
+    return tmp_path / "set"
+
+
+def _readout(tmp_path: Path, scale: float) -> Path:
+    rec = {"seeds": [0, 1, 2], "epochs": 300, "readout_hidden": 48, "commit": "0" * 40, "commit_dirty": False,
+           "test_mse_vs_noisy_y": {str(s): {a: PAPER[a] * scale * (1 + 0.05 * (s - 1)) for a in ALGOS}
+                                   for s in range(3)},
+           "train_loss_per_epoch": {str(s): [1.0 / (e + 1) for e in range(300)] for s in range(3)}}
+    (tmp_path / "records").mkdir(exist_ok=True)
+    (tmp_path / "records" / "e3_readout_H6.json").write_text(json.dumps(rec))
+    return tmp_path / "records"
+
+
+@pytest.mark.parametrize("scale, answer", [
+    (1.0, "explains it"),  # the read-out lands on the paper's values
+    (0.5, "does not explain it"),  # negative control: the read-out changes nothing (same as the default)
+    (0.6, "explains part of it"),  # moves toward the paper, not all the way (lasso still inconsistent)
+])
+def test_readout_rule_says_yes_no_and_part(tmp_path, scale, answer):
+    set_dir = _set(tmp_path, 0.5)
+    rows, lines = table.e3_readout(_readout(tmp_path, scale), set_dir)
+    assert len(rows) == 3
+    verdict = next(line for line in lines if line.startswith("**Verdict"))
+    assert f"the published read-out {answer}**" in verdict
+    assert any(table.READOUT_RULE in line for line in lines)  # the rule is printed before the numbers
+    assert lines.index(next(line for line in lines if table.READOUT_RULE in line)) < lines.index(verdict)
+    for r in rows:
+        assert r["paper_over_default"] == pytest.approx(2.0, rel=0.05)
+
+
+def test_readout_moving_away_from_the_paper_is_not_an_explanation(tmp_path):
+    set_dir = _set(tmp_path, 0.5)
+    rows, lines = table.e3_readout(_readout(tmp_path, 0.25), set_dir)
+    assert not any(r["moves_toward_paper"] for r in rows)
+    assert any("does not explain it**" in line for line in lines)
+
+
+def test_no_readout_record_no_section(tmp_path):
+    (tmp_path / "records").mkdir()
+    assert table.e3_readout(tmp_path / "records", _set(tmp_path, 0.5)) == ([], [])
