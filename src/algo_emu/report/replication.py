@@ -174,7 +174,7 @@ def _rules() -> list[Rule]:
         Rule("falls-with-H", "falls with H | does not fall with H",
              "ours, on the heads table at convergence (heads.converged; never beside the paper's numbers), per data "
              "protocol: *falls with H* when both hold: (1) the mean test MSE at the largest H of the sweep is below the "
-             f"one at the smallest H, the {FALLS_LEVEL:.0%} bootstrap interval of their difference (seeds resampled, "
+             f"one at the smallest H, the {FALLS_LEVEL * 100:g} % bootstrap interval of their difference (seeds resampled, "
              f"jointly where both H have the same seeds; {FALLS_N_BOOT} resamples, generator seed 0) excluding 0; "
              "(2) a rank trend: Spearman's rho between H and the per-seed MSEs (every H, every seed) is negative with "
              f"two-sided p < {FALLS_P:g}. Otherwise *does not fall with H* (flat or rising error, or too noisy to "
