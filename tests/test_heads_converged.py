@@ -255,3 +255,20 @@ def test_all_on_the_default_config_plans_neither_target(tmp_path):
     out = proc.stdout + proc.stderr
     stats = out[out.index("Job stats"):out.index("\ntotal")]
     assert "heads_conver" not in stats and "heads_train" in stats
+
+
+def test_the_converged_table_refuses_records_of_another_budget_or_label(params, tmp_path):
+    rec = {"variant": "converged-good", "paper_comparable": False, "protocol": "published", "setting": {"heads": 1, "p": 60},
+           "seed": 0, "mse": 1.0, "target": "reference_code", "metric": "batchmean",
+           "target_var_by_target": {"reference_code": 10.0},
+           "params": {"epochs": 20, "lr": 0.001, "lr_schedule": "cosine", "n_prompts": 50000}}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(rec))
+    assert hc.load_converged_runs(params, [str(path)]).mse.tolist() == [1.0]
+    path.write_text(json.dumps(rec | {"params": rec["params"] | {"lr": 0.01}}))  # trained before the candidate's edit
+    with pytest.raises(ValueError, match=r"m.json: trained with \(epochs, lr, lr_schedule\) = \(20, 0.01, 'cosine'\), "
+                                         r"not heads.convergence.candidates\[good\]'s"):
+        hc.load_converged_runs(params, [str(path)])
+    path.write_text(json.dumps(rec | {"variant": "H4_cosine"}))  # a variant's record
+    with pytest.raises(ValueError, match=r"not a record of 'converged-good'"):
+        hc.load_converged_runs(params, [str(path)])
