@@ -29,7 +29,7 @@ import pandas as pd
 from algo_emu import paper_values
 from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, run_label
 from algo_emu.experiments.step_keys import OMITTED_AT
-from algo_emu.fit import MIN_POINTS, fit_rates
+from algo_emu.fit import fit_rates
 from algo_emu.io import read_json, write_csv, write_json, write_text
 from algo_emu.tables import summarise, to_markdown
 
@@ -58,7 +58,7 @@ def _lr_schedule(prm: dict) -> str:
 
 def _check_budget(path: str, rec: dict, c: dict, mult: int) -> None:
     prm = rec["params"]
-    want = (c["epochs"] * mult, float(c.get("lr", 1e-3)), c.get("lr_schedule", "constant"))
+    want = (c["epochs"] * mult, float(c["lr"]), c["lr_schedule"])
     got = (prm["epochs"], float(prm["lr"]), _lr_schedule(prm))
     if got != want:
         raise ValueError(f"{path}: trained with (epochs, lr, lr_schedule) = {got}, not heads.convergence.candidates"
@@ -93,8 +93,8 @@ def convergence_check(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
                                      f"seed(s) {missing}")
                 means[budget] = float(sel[sel.seed.isin(conv["seeds"])].mse.mean())
             rel = (means["x2"] - means["x1"]) / means["x1"]
-            rows.append({"candidate": c["name"], "epochs": c["epochs"], "lr": c.get("lr", 1e-3),
-                         "lr_schedule": c.get("lr_schedule", "constant"), "heads": H, "p": params["p_heads_sweep"],
+            rows.append({"candidate": c["name"], "epochs": c["epochs"], "lr": c["lr"],
+                         "lr_schedule": c["lr_schedule"], "heads": H, "p": params["p_heads_sweep"],
                          "n_seeds": len(conv["seeds"]), "mse_mean_E": means["x1"], "mse_mean_2E": means["x2"],
                          "rel_change": rel, "converges": "yes" if abs(rel) <= tol else "no"})
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS[:-2])
@@ -240,7 +240,7 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
     rows = rp.converged_rows(runs_csv, fit_json)
     verdict_lines = [f"- {r.claim}, {r.setting}: **{r.verdict}** ({r.reason})" for r in rows]
     caption = (f"E1 heads table at convergence -- ours, NOT paper-comparable: the candidate {name} (E = {c['epochs']} "
-               f"epochs, lr {c.get('lr', 1e-3):g}, {c.get('lr_schedule', 'constant')} schedule; the paper trained 50 "
+               f"epochs, lr {c['lr']:g}, {c['lr_schedule']} schedule; the paper trained 50 "
                f"epochs at a constant lr 1e-3), selected by heads.convergence. " + criterion(params) +
                f" Per protocol and H: mean, std and 95 % bootstrap CI of the composed head's test MSE over the seeds "
                f"{list(seeds)} (published: reference_code target, mean of per-batch means; independent: "

@@ -112,8 +112,8 @@ def candidate_train_params(params: dict, name: str, budget: str = "x1", protocol
     if budget not in BUDGETS:
         raise KeyError(f"heads.convergence: budget {budget!r} is not one of {sorted(BUDGETS)}")
     c = candidate(params, name)
-    over = {"epochs": c["epochs"] * BUDGETS[budget], "lr": c.get("lr", 1e-3),
-            "lr_schedule": c.get("lr_schedule", "constant")}
+    over = {"epochs": c["epochs"] * BUDGETS[budget], "lr": c["lr"],
+            "lr_schedule": c["lr_schedule"]}
     return overridden_train_params(params, over, protocol)
 
 
