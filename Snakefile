@@ -18,6 +18,7 @@ if not workflow.overwrite_configfiles:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/heads.smk"
+include: "workflow/rules/heads_converged.smk"
 include: "workflow/rules/ames.smk"
 include: "workflow/rules/constructions.smk"
 include: "workflow/rules/theorem31.smk"
@@ -40,6 +41,12 @@ localrules:
     heads_variants_table,
     heads_variants_figure,
     heads_variants,
+    heads_convergence_table,
+    heads_convergence,
+    heads_converged_check,
+    heads_converged_table,
+    heads_converged_figure,
+    heads_converged,
     theorem31_aggregate,
     theorem31_figure,
     theorem31_ablation_figure,

@@ -348,3 +348,73 @@ def test_a_sweep_edit_retrains_only_the_variants_that_read_the_key(finished_vari
     config = yaml.safe_load(TINY.read_text())
     config["heads"]["variants"][0]["epochs"] = 5  # a variant's own edit: that variant alone
     assert _trained(_rerun_variants(finished_variants, config)) == [("heads_variant_train", "H4_epochs4")]
+
+
+# ----------------------------------------------------------------------------- E1 at convergence (`snakemake heads_convergence heads_converged`)
+
+CONVERGED_TARGETS = ("all", "heads_convergence", "heads_converged")
+
+
+@pytest.fixture(scope="module")
+def finished_converged(tmp_path_factory):
+    """A workdir where the tiny run, its convergence check and its converged table look finished."""
+    workdir = tmp_path_factory.mktemp("rerun_converged")
+    configfile = workdir / "config.yaml"
+    shutil.copy(TINY, configfile)
+    jobs = _plan(workdir, configfile, "dryrun", targets=CONVERGED_TARGETS)
+    for _rule, _wc, _reason, outputs in jobs:
+        for f in outputs:
+            (workdir / f).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / f).touch()
+    _plan(workdir, configfile, "touch", force=True, targets=CONVERGED_TARGETS)
+    assert _plan(workdir, configfile, "dryrun", targets=CONVERGED_TARGETS) == [], "the faked run is not finished"
+    return workdir, configfile, jobs
+
+
+def _trained_converged(finished, config: dict) -> list[tuple]:
+    workdir, configfile, _ = finished
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        jobs = _plan(workdir, configfile, "dryrun", targets=CONVERGED_TARGETS)
+    finally:
+        shutil.copy(TINY, configfile)
+    return sorted((rule, tuple(sorted(dict(wc).items()))) for rule, wc, _, _ in jobs
+                  if rule in ("heads_train", "heads_convergence_train", "heads_converged_train"))
+
+
+def test_convergence_runs_are_not_part_of_all_and_train_with_their_own_budget(finished, finished_converged):
+    assert not [rule for rule, *_ in finished[2] if "conver" in rule]
+    planned = [rule for rule, *_ in finished_converged[2]]
+    # tiny: 2 candidates x (E, 2E) x 3 H; the converged candidate x 3 H x 2 protocols
+    assert planned.count("heads_convergence_train") == 12 and planned.count("heads_converged_train") == 6
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"] |= {"epochs": 3, "lr": 0.01}  # the sweep's budget: none of the candidates' runs
+    trained = _trained_converged(finished_converged, config)
+    assert {rule for rule, _ in trained} == {"heads_train"} and len(trained) == 7
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["convergence"]["candidates"][1]["epochs"] = 3  # e2_const: its own check only
+    trained = _trained_converged(finished_converged, config)
+    assert {rule for rule, _ in trained} == {"heads_convergence_train"} and len(trained) == 6
+    assert {dict(wc)["candidate"] for _, wc in trained} == {"e2_const"}
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["convergence"]["tolerance"] = 0.2  # a new criterion: the tables and the check, no training
+    assert _trained_converged(finished_converged, config) == []
+
+
+def test_an_edit_of_the_converged_candidate_retrains_its_runs_on_the_next_invocation(finished_converged):
+    """Editing the converged candidate itself retrains its convergence runs at once; its converged runs are planned by
+    the invocation after the check has rerun (Snakemake 9 does not recheck the params of jobs below a job that reruns
+    when their only link to it is ancient, here the check). heads_converged_table refuses records trained with
+    another budget meanwhile (tests/test_heads_converged.py)."""
+    workdir, configfile, _ = finished_converged
+    config = yaml.safe_load(TINY.read_text())
+    config["heads"]["convergence"]["candidates"][0]["lr"] = 0.01  # e2_cosine, heads.converged.protocol
+    trained = _trained_converged(finished_converged, config)
+    assert [sum(r == rule for r, _ in trained) for rule in ("heads_convergence_train", "heads_converged_train")] == [6, 0]
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        _plan(workdir, configfile, "touch", targets=CONVERGED_TARGETS)  # the first invocation, finished
+        trained = _trained_converged(finished_converged, config)
+    finally:
+        shutil.copy(TINY, configfile)
+    assert {rule for rule, _ in trained} == {"heads_converged_train"} and len(trained) == 6

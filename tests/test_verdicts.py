@@ -392,3 +392,31 @@ def test_e4_with_reference_code_only_is_read_against_its_own_target(tmp_path):
     assert {r.verdict for r in learned} == {"not comparable: the paper gives no number for E4"}
     at_var = rows(0.16)  # the prediction no better than the log price's mean: did not learn
     assert {r.verdict for r in at_var} == {"did not learn"}
+
+
+def test_converged_rows_join_the_report_only_where_their_tables_are(tmp_path):
+    """Rules [falls-with-H] and [converged-rate] (heads_converged's tables, ours): rows of the E1 section when the
+    tables are in the results folder, none otherwise; falling 1/H data earn `falls with H` and `supported`, flat data
+    (the negative control) flip both."""
+    from test_heads_converged import HS, _converged_files
+
+    d = result_set(tmp_path / "r")
+    without = verdicts(d)
+    assert not [k for k in without if "at convergence" in k[1]]
+    conv = _converged_files(tmp_path / "x", {"published": {H: 1.0 / H for H in HS},
+                                             "independent": dict.fromkeys(HS, 1.0)})
+    for f in ("heads_converged_runs.csv", "heads_converged_fit.json"):
+        (d / f).write_text((conv / f).read_text())
+    v = _rows(verdicts(d), "E1")
+    got = {(k[1].replace(" (ours: good)", ""), k[2].split(",")[0]): x for k, x in v.items()
+           if "at convergence" in k[1]}
+    assert got == {
+        ("error falls with H, at convergence", "published"): "falls with H",
+        ("O(1/H) at convergence, read as an exact rate (MSE = b/H)", "published"): "supported",
+        ("O(1/H) at convergence, read as an upper bound (MSE <= C/H as H grows)", "published"): "supported",
+        ("error falls with H, at convergence", "independent"): "does not fall with H",
+        ("O(1/H) at convergence, read as an exact rate (MSE = b/H)", "independent"): "not supported",
+        ("O(1/H) at convergence, read as an upper bound (MSE <= C/H as H grows)", "independent"): "not supported",
+    }
+    assert {k: x for k, x in v.items() if "at convergence" not in k[1]} == \
+        {k: x for k, x in without.items() if k[0] == "E1"}

@@ -305,6 +305,17 @@ def check_heads(heads: dict) -> None:
             raise ConfigError(f"{where}.heads: {v['heads']} heads do not divide heads.hidden = {hidden}")
         if v["p"] < n:
             raise ConfigError(f"{where}.p: p = {v['p']} is smaller than heads.n_tokens = {n}")
+    convergence = heads.get("convergence") or {}
+    names = set()
+    for c in convergence.get("candidates") or []:
+        if c["name"] in names:
+            raise ConfigError(f"heads.convergence.candidates[{c['name']}].name: the name {c['name']!r} is used by two "
+                              "candidates")
+        names.add(c["name"])
+    converged = heads.get("converged") or {}
+    if convergence and converged and converged["protocol"] not in names:
+        raise ConfigError(f"heads.converged.protocol: {converged['protocol']!r} is not a candidate of "
+                          f"heads.convergence.candidates (configured: {sorted(names)})")
 
 
 def check_theorem31(section: dict) -> None:

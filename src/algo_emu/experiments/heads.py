@@ -31,6 +31,8 @@ from algo_emu.cli import Step, arg
 from algo_emu.data import heads as hd
 from algo_emu.experiments.step_keys import params_arg
 from algo_emu.experiments.heads_variants import variants_figure, variants_table
+from algo_emu.experiments.heads_converged import (converged_figure, converged_table, convergence_table,
+                                                  require_converged)
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, setting_name, settings  # noqa: F401
 from algo_emu.experiments.heads_tables import (HEADS_COLUMNS, P_COLUMNS, RUNS, aggregate, figure, fit,  # noqa: F401
                                                heads_table, load_runs, prompt_length_table)
@@ -275,6 +277,18 @@ STEPS = [
           cli.TABLE, arg("--curves", "curves_csv", required=True)]),
     Step("variants-figure", "per-member learning curves of each variant", variants_figure,
          [cli.TABLE, arg("--curves", "curves_csv", required=True), cli.FIGURE]),
+    Step("convergence-table", "the convergence check of heads.convergence's candidates (ours, never paper-comparable)",
+         convergence_table, [params_arg("heads", "convergence"), cli.METRICS, cli.TABLE]),
+    Step("converged-check", "refuse unless heads.converged.protocol converged at every H (heads_convergence.csv)",
+         require_converged, [params_arg("heads", "converged"), cli.TABLE, arg("--out", required=True)]),
+    Step("converged-table", "the heads table at convergence, its O(1/H) fits and verdicts (ours, never paper-comparable)",
+         converged_table,
+         [params_arg("heads", "converged"), cli.METRICS, cli.SEEDS, arg("--gate", required=True, help="converged-check's output"),
+          cli.TABLE, cli.RUNS, arg("--fit", "fit_json", required=True)]),
+    Step("converged-figure", "the paper's table, our 50-epoch protocol and the converged table side by side",
+         converged_figure,
+         [cli.TABLE, cli.FIGURE, arg("--baseline-tables", nargs="*", default=[],
+                                     help="our 50-epoch heads_vs_mse.csv, the first present is drawn")]),
     Step("figure", "heads or prompt-length figure from the tables", figure,
          [arg("--kind", choices=["heads", "prompt_length"], required=True), cli.TABLE, arg("--fit", "fit_json"), cli.RUNS,
           cli.FIGURE]),

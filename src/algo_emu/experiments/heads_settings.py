@@ -73,8 +73,51 @@ def variant_train_params(params: dict, name: str) -> dict:
     """The ``--params`` of variant ``name``'s training job: the keys the heads train step reads in the variant's
     protocol, the variant's overrides in place of the section's values. A key a variant overrides is not read from
     the section, so editing that section key leaves the variant's params (its rerun trigger) unchanged."""
+    v = variant(params, name)
+    return overridden_train_params(params, v, variant_protocol(v))
+
+
+def overridden_train_params(params: dict, overrides: dict, protocol: str) -> dict:
+    """The heads train step's ``--params`` in ``protocol`` with the :data:`VARIANT_OVERRIDES` keys that
+    ``overrides`` holds in place of the section's (the one way a run of ours changes the training budget)."""
     from algo_emu.experiments.step_keys import step_params
 
-    v = variant(params, name)
-    merged = dict(params) | {k: v[k] for k in VARIANT_OVERRIDES if k in v}
-    return step_params(merged, "heads", "train", variant_protocol(v))
+    merged = dict(params) | {k: overrides[k] for k in VARIANT_OVERRIDES if k in overrides}
+    return step_params(merged, "heads", "train", protocol)
+
+
+# --------------------------------------------------------------------------- convergence (ours, never paper-comparable)
+
+#: Budgets of the convergence check: the candidate's own epochs E (x1) and twice them (x2).
+BUDGETS = {"x1": 1, "x2": 2}
+
+
+def candidates(params: dict) -> list[dict]:
+    """``heads.convergence.candidates``, in order of preference."""
+    return list((params.get("convergence") or {}).get("candidates") or [])
+
+
+def candidate(params: dict, name: str) -> dict:
+    for c in candidates(params):
+        if c["name"] == name:
+            return c
+    raise KeyError(f"heads.convergence.candidates: no candidate named {name!r} "
+                   f"(configured: {[c['name'] for c in candidates(params)]})")
+
+
+def candidate_train_params(params: dict, name: str, budget: str = "x1", protocol: str = "published") -> dict:
+    """The train step's ``--params`` of candidate ``name`` at ``budget`` (x1: its epochs E; x2: 2E, the same lr and
+    schedule, a cosine stretched over 2E) under ``protocol``. Only the candidate's own keys change its runs' params:
+    editing heads.epochs, heads.lr or heads.lr_schedule reruns none of them."""
+    if budget not in BUDGETS:
+        raise KeyError(f"heads.convergence: budget {budget!r} is not one of {sorted(BUDGETS)}")
+    c = candidate(params, name)
+    over = {"epochs": c["epochs"] * BUDGETS[budget], "lr": c["lr"],
+            "lr_schedule": c["lr_schedule"]}
+    return overridden_train_params(params, over, protocol)
+
+
+def run_label(kind: str, name: str, budget: str | None = None) -> str:
+    """The ``variant`` label of a convergence (``kind`` = convergence) or converged run's records: ours, never
+    paper-comparable, refused by the sweep's tables."""
+    return f"{kind}-{name}" + (f"-{budget}" if budget else "")

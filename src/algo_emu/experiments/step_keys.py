@@ -89,6 +89,10 @@ _ALL = (
     # the variants' table reads each variant's records; the sweep's p places the paper's value (their training jobs
     # read the train keys through algo_emu.experiments.heads_settings.variant_train_params)
     Reads("heads", "variants", ("variants", "p_heads_sweep")),
+    # the convergence check's table (its training jobs read the train keys with each candidate's own epochs, lr and
+    # schedule: algo_emu.experiments.heads_settings.candidate_train_params), and the converged table, its gate and fit
+    Reads("heads", "convergence", ("convergence", "heads_sweep", "p_heads_sweep")),
+    Reads("heads", "converged", ("converged", "convergence", "heads_sweep", "p_heads_sweep")),
     # E2: the model and its weight-blind baseline read the same keys (the same budget)
     Reads("theorem31", "train", _T31_TRAIN),
     Reads("theorem31", "aggregate", ("fs", "p_sweep", "x_dist", "x_scale", "gd_eta", "n_prompts", "test_fraction",

@@ -48,6 +48,12 @@ READS_W_RATIO = 10.0
 MIN_FIT_POINTS = fit.MIN_POINTS
 #: the floor a of MSE = a + b/H is read only where that law describes the per-H means: R^2 at least this.
 FLOOR_FIT_R2 = 0.9
+#: [falls-with-H]: the level of the interval of MSE(largest H) - MSE(smallest H), and the significance level of the
+#: rank trend of the per-seed MSEs on H (Spearman, two-sided).
+FALLS_LEVEL = 0.95
+FALLS_P = 0.05
+#: bootstrap resamples (fixed generator seed 0) of the [falls-with-H] difference's interval
+FALLS_N_BOOT = 10_000
 
 #: The scale at which the paper made its numbers (arXiv 2508.17550v2 and its published code); a trained experiment run at a
 #: smaller N or fewer epochs is "not comparable" with them, whatever its numbers say.
@@ -165,6 +171,19 @@ def _rules() -> list[Rule]:
              "inconclusive when alpha's interval reaches 0 (the data do not show the error falling with H at all); "
              "supported otherwise. Over a finite range of H any MSE is below C/H for a large enough C, so only the "
              "decay can refute the bound."),
+        Rule("falls-with-H", "falls with H | does not fall with H",
+             "ours, on the heads table at convergence (heads.converged; never beside the paper's numbers), per data "
+             "protocol: *falls with H* when both hold: (1) the mean test MSE at the largest H of the sweep is below the "
+             f"one at the smallest H, the {FALLS_LEVEL * 100:g} % bootstrap interval of their difference (seeds resampled, "
+             f"jointly where both H have the same seeds; {FALLS_N_BOOT} resamples, generator seed 0) excluding 0; "
+             "(2) a rank trend: Spearman's rho between H and the per-seed MSEs (every H, every seed) is negative with "
+             f"two-sided p < {FALLS_P:g}. Otherwise *does not fall with H* (flat or rising error, or too noisy to "
+             "tell). Fewer than two H values: rule [too-few]."),
+        Rule("converged-rate", "as [rate-exact] and [rate-bound]",
+             "O(1/H) at convergence (ours, not paper-comparable): rules [rate-exact] and [rate-bound], unchanged, "
+             "applied to the fits of the heads table at convergence (heads_converged_fit.json, per data protocol), "
+             "with the same intervals, leave-one-H-out fits and floor threshold (R^2 >= "
+             f"{FLOOR_FIT_R2:g}); fewer than {MIN_FIT_POINTS} H values: rule [too-few]."),
         Rule("essay", "supported | inconclusive | not supported",
              f"the essay's claims. {essay.BAND_RULE} {essay.SIGN_RULE} A float64 construction: an equality is "
              f"supported when its largest error is below {essay.EXACT_TOL:g}, a comparison when the threshold its row "
@@ -437,6 +456,7 @@ def e1_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
         rows.append(r)
     rows += e1_rate_rows(tables, config, config_name, rows)
     rows += e1_prompt_length_rows(tables, config, config_name)
+    rows += e1_converged_rows(tables, config)  # only where `snakemake heads_converged` wrote its tables here
     return rows
 
 
@@ -479,6 +499,105 @@ def rate_verdict(key: str, entry: Mapping) -> tuple[str, str]:
         if ok and alo <= 0.0:
             return "inconclusive", numbers
     return ("supported" if ok else "not supported"), numbers
+
+
+def falls_with_h(per_seed: Mapping[int, Sequence[float] | Mapping[int, float]]) -> dict:
+    """Rule [falls-with-H] on per-seed MSEs ``{H: [value per seed]}`` (or ``{H: {seed: value}}``, which pairs the
+    seeds of the two ends by name): the verdict, the numbers it was read from, and the statistics."""
+    from scipy import stats
+
+    def values(v) -> dict:
+        return {int(k): float(x) for k, x in v.items()} if isinstance(v, Mapping) else dict(enumerate(map(float, v)))
+
+    data = {int(H): values(v) for H, v in per_seed.items() if len(v)}
+    hs = sorted(data)
+    if len(hs) < 2:
+        return {"verdict": "not testable at this scale", "numbers": f"H = {hs}; {cite('too-few')}", "heads": hs}
+    lo_h, hi_h = hs[0], hs[-1]
+    a, b = data[lo_h], data[hi_h]
+    diff = float(np.mean(list(b.values())) - np.mean(list(a.values())))
+    rng = np.random.default_rng(0)
+    if set(a) == set(b):  # the same seeds at both ends (the published protocol shares one data set): paired
+        keys = sorted(a)
+        d = np.array([b[k] - a[k] for k in keys])
+        boot = d[rng.integers(0, d.size, (FALLS_N_BOOT, d.size))].mean(axis=1)
+        paired = True
+    else:
+        va, vb = np.array(list(a.values())), np.array(list(b.values()))
+        boot = (vb[rng.integers(0, vb.size, (FALLS_N_BOOT, vb.size))].mean(axis=1)
+                - va[rng.integers(0, va.size, (FALLS_N_BOOT, va.size))].mean(axis=1))
+        paired = False
+    ci = [float(x) for x in np.quantile(boot, [(1 - FALLS_LEVEL) / 2, 1 - (1 - FALLS_LEVEL) / 2])]
+    xs = [H for H in hs for _ in data[H]]
+    ys = [v for H in hs for v in data[H].values()]
+    rho, p = stats.spearmanr(xs, ys)
+    rho, p = float(rho), float(p)
+    if math.isnan(rho):  # constant data: no trend
+        rho, p = 0.0, 1.0
+    falls = ci[1] < 0 and rho < 0 and p < FALLS_P
+    numbers = (f"MSE(H={hi_h}) - MSE(H={lo_h}) = {diff:.3g} [{ci[0]:.3g}, {ci[1]:.3g}] "
+               f"({'paired' if paired else 'unpaired'} seed bootstrap); Spearman rho(H, MSE) = {rho:.3g}, p = {p:.2g} "
+               f"over {len(ys)} runs; {cite('falls-with-H')}")
+    return {"verdict": "falls with H" if falls else "does not fall with H", "numbers": numbers, "heads": hs,
+            "diff": diff, "diff_ci": ci, "paired": paired, "spearman_rho": rho, "spearman_p": p, "n_runs": len(ys)}
+
+
+def e1_converged_rows(tables: Path, config: Mapping) -> list[Row]:
+    """The heads table at convergence (ours), where ``snakemake heads_converged`` wrote it into ``tables``: per data
+    protocol, rule [falls-with-H] and rule [converged-rate] (both readings of O(1/H)). No rows when it is absent."""
+    runs_csv, fit_json = tables / "heads_converged_runs.csv", tables / "heads_converged_fit.json"
+    if not (runs_csv.exists() and fit_json.exists()):
+        return []
+    return converged_rows(runs_csv, fit_json)
+
+
+def converged_rows(runs_csv: str | Path, fit_json: str | Path) -> list[Row]:
+    """Rules [falls-with-H] and [converged-rate] on the converged table's per-seed runs and fits (what
+    heads_converged.md and the replication report print)."""
+    runs = _read_csv(Path(runs_csv))
+    fits = json.loads(Path(fit_json).read_text())
+    cand = fits.get("candidate", {})
+    name = cand.get("name", "?")
+    scale = (f"ours, NOT paper-comparable: trained to convergence with {name} ({cand.get('epochs')} epochs, lr "
+             f"{_f(cand.get('lr')):g}, {cand.get('lr_schedule')} schedule; heads.convergence's criterion), "
+             f"N={fits.get('n_prompts', '?')}, {runs.seed.nunique()} seeds")
+    out = []
+    for protocol in [p for p in ("published", "independent") if p in set(runs.protocol)]:
+        sel = runs[runs.protocol == protocol]
+        values = {int(H): dict(zip(g.seed.astype(int), g.mse.astype(float))) for H, g in sel.groupby("heads")}
+        means = sel.groupby("heads")[["mse", "target_var"]].mean()
+        ratio = float((means.mse / means.target_var).max()) if "target_var" in sel.columns else NAN
+        learned, why = learned_from_ratio(ratio, "worst H's mean MSE / Var(target)")
+        mode = f"ours at convergence ({name}), {protocol} protocol"
+        falls = falls_with_h(values)
+        r = Row("E1", f"error falls with H, at convergence (ours: {name})", f"{protocol}, H = {min(values)}..{max(values)}",
+                paper="more heads, lower error", corrected_mode=mode, learned=learned, scale=scale)
+        if "diff" in falls:
+            r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = falls["diff"], falls["diff_ci"]
+        if learned == "no":
+            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
+        else:
+            r.verdict, r.reason = falls["verdict"], f"{why}; {falls['numbers']}"
+        out.append(r)
+        entry = _fit_entry(fits, protocol)
+        for key, reading in RATE_READINGS:
+            r = Row("E1", f"O(1/H) at convergence (ours: {name}), {reading}", f"{protocol}, H in heads.heads_sweep",
+                    paper="O(1/H) (alpha = 1)", paper_mean=1.0, corrected_mode=mode, learned=learned, scale=scale)
+            if entry is None:
+                r.verdict, r.reason = "not available", f"heads_converged_fit.json has no {protocol} fit; {cite('not-available')}"
+            else:
+                r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = (
+                    entry["alpha"], entry.get("alpha_ci_total", entry["alpha_ci"]))
+                points = _fit_points(entry, sorted(values))
+                verdict, numbers = rate_verdict(key, entry)
+                if len(points) < MIN_FIT_POINTS:
+                    r.verdict, r.reason = "not testable at this scale", f"fit over H = {[int(x) for x in points]} only; {cite('too-few')}"
+                elif learned == "no":
+                    r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
+                else:
+                    r.verdict, r.reason = verdict, f"{numbers}; {cite('converged-rate')} ({cite(key)})"
+            out.append(r)
+    return out
 
 
 def _fit_points(entry: Mapping, fallback: Sequence[float]) -> list[float]:
