@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from algo_emu import paper_values
 from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, run_label
 from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.fit import fit_rates
@@ -258,25 +257,3 @@ def converged_figure(table: str, out: str, baseline_tables: list[str] | None = N
     from algo_emu.plots import heads_converged as pc
 
     pc.converged_figure(table, out, list(baseline_tables or []))
-
-
-def fifty_epoch_table(paths: list[str], p: int) -> tuple[pd.DataFrame, str | None]:
-    """Our 50-epoch protocol's heads table (``heads_vs_mse.csv``) from the first of ``paths`` that exists with rows at
-    p: each protocol's headline target (its first rows), or an empty frame and None."""
-    for path in paths:
-        if not Path(path).exists():
-            continue
-        t = pd.read_csv(path)
-        if not {"protocol", "target", "heads", "p", "mse_mean"} <= set(t.columns):
-            continue
-        t = t[t.p == p]
-        if t.empty:
-            continue
-        heads = t.groupby("protocol", sort=False).target.first()
-        return t[t.target == t.protocol.map(heads)], path
-    return pd.DataFrame(), None
-
-
-def paper_table() -> pd.DataFrame:
-    pv = paper_values.HEADS_TABLE
-    return pd.DataFrame({"heads": pv["heads"], "mse_mean": pv["mse"], "mse_std": pv["std"]})

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import seaborn as sns
 
+from algo_emu import paper_values
 from algo_emu.plots import PALETTE, PAPER_COLOR, figure, save_figure
 from algo_emu.tables import require_columns
 
@@ -15,8 +18,6 @@ def converged_figure(table_csv: str, stem: str, baseline_tables: list[str]) -> N
     """Three panels with one shared log y-axis: (1) the paper's table (mean +- std, 10 seeds, 50 epochs); (2) our
     50-epoch protocol, the heads sweep's table (``heads_vs_mse.csv``, the first of ``baseline_tables`` present; the
     panel says so when none is); (3) the converged table (ours, not paper-comparable), mean and 95 % CI per protocol."""
-    from algo_emu.experiments.heads_converged import fifty_epoch_table, paper_table
-
     table = pd.read_csv(table_csv)
     require_columns(table, ["candidate", "protocol", "heads", "p", "mse_mean", "mse_ci_low", "mse_ci_high", "n_seeds"],
                     table_csv)
@@ -58,3 +59,25 @@ def converged_figure(table_csv: str, stem: str, baseline_tables: list[str]) -> N
         axes[0, 0].set_ylabel("test MSE of the emulated head")
         save_figure(fig, stem, footer=f"p = {p}; bars: paper +- std; ours 95 % bootstrap CI over seeds. Panel 3 is "
                                       "trained to convergence (heads.convergence), the paper's and panel 2 for 50 epochs.")
+
+
+def fifty_epoch_table(paths: list[str], p: int) -> tuple[pd.DataFrame, str | None]:
+    """Our 50-epoch protocol's heads table (``heads_vs_mse.csv``) from the first of ``paths`` that exists with rows at
+    p: each protocol's headline target (its first rows), or an empty frame and None."""
+    for path in paths:
+        if not Path(path).exists():
+            continue
+        t = pd.read_csv(path)
+        if not {"protocol", "target", "heads", "p", "mse_mean"} <= set(t.columns):
+            continue
+        t = t[t.p == p]
+        if t.empty:
+            continue
+        heads = t.groupby("protocol", sort=False).target.first()
+        return t[t.target == t.protocol.map(heads)], path
+    return pd.DataFrame(), None
+
+
+def paper_table() -> pd.DataFrame:
+    pv = paper_values.HEADS_TABLE
+    return pd.DataFrame({"heads": pv["heads"], "mse_mean": pv["mse"], "mse_std": pv["std"]})
