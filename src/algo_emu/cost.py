@@ -169,13 +169,14 @@ def cost_block(jobs: Iterable[tuple[str, Mapping[str, str]]], cfg: Mapping[str, 
     lines = [f"Predicted cost of the {len(jobs)} planned jobs, one training job at a time:"]
     per: dict[str, list[float]] = {}
     other = 0
+    pricer = Pricer(bench, cfg) if bench is not None else None
     for rule, wc in jobs:
         name = TRAINING_RULES.get(rule)
-        if name is None or bench is None:
+        if name is None or pricer is None:
             other += 1
             continue
         try:
-            per.setdefault(name, []).append(Pricer(bench, cfg).seconds(rule, wc))
+            per.setdefault(name, []).append(pricer.seconds(rule, wc))
         except (KeyError, ValueError, ZeroDivisionError, IndexError):
             other += 1
     if bench is None:
