@@ -432,3 +432,33 @@ def test_rules_pass_each_step_exactly_its_keys():
     assert reads("ames", "download").keys == ames.DOWNLOAD_KEYS
     assert reads("ames", "prepare").keys == ames.PREPARE_KEYS
     assert set(ames.DOWNLOAD_KEYS) | set(ames.PREPARE_KEYS) == set(ames.DATA_DEFAULTS)
+
+
+def test_a_fallback_is_on_snakemake_s_console_as_well_as_in_the_job_log(tmp_path):
+    """`snakemake download_ames` with ames.source auto and OpenML unreachable (every request through a closed
+    local port, an empty scikit-learn cache): the job's log has the warning, and so does Snakemake's own output
+    (the rule's shell sends the step's stdout and stderr to the log; algo_emu.guard.to_console reaches the
+    console through the workflow's shell prefix)."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from algo_emu.guard import to_console
+
+    cfg = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    cfg["ames"]["source"] = "auto"
+    (tmp_path / "auto.yaml").write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "SCIKIT_LEARN_DATA": str(tmp_path / "sklearn"), "no_proxy": "", "NO_PROXY": "",
+           **{k: "http://127.0.0.1:9" for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--configfile", str(tmp_path / "auto.yaml"), "--cores", "1", "download_ames"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    prov = json.loads((tmp_path / "data/raw/ames.provenance.json").read_text())
+    assert prov["source"] == "packaged" and prov["fallback"]["from"] == "openml"
+    console = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith("algo-emu: WARNING:")]
+    assert len(console) == 1 and "FALLING BACK to the packaged copy" in console[0], proc.stderr[-3000:]
+    assert "FALLING BACK to the packaged copy" in (tmp_path / "logs/ames/download.log").read_text()
+    assert to_console("outside a job") is False or os.environ.get("ALGO_EMU_CONSOLE_FD")

@@ -126,12 +126,15 @@ def test_report_replication_and_manifest(tiny_run):
     assert not trained.verdict.str.fullmatch(r"consistent|inconsistent.*|supported|partly supported|not supported").any(), verdicts
     assert {"not run at this scale", "did not learn"} <= set(verdicts)
     assert "Verdict rules" in (tiny_run / "results/replication.md").read_text()
+    # a smoke scale says so first (algo_emu.report.smoke), in the report and in the HTML report's opening
+    assert (tiny_run / "results/replication.md").read_text().splitlines()[2].startswith("**Smoke scale:**")
     manifest = json.loads((tiny_run / "results/manifest.json").read_text())
     assert manifest["outputs"]["results/tables/ames.csv"]["sha256"] == sha256_file(tiny_run / "results/tables/ames.csv")
     assert "results/replication.md" in manifest["outputs"] and manifest["benchmarks"]["jobs"]
     proc = _snakemake(tiny_run, "--report", str(tiny_run / "results/report.html"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (tiny_run / "results/report.html").read_text()
+    assert "Smoke scale:" in html and "make run CONFIG=config/reference.yaml" in html
     figures = sorted((tiny_run / "results/figures").glob("*.png"))
     assert len(figures) >= 15
     for png in figures:

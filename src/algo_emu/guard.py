@@ -43,8 +43,15 @@ from algo_emu.io import pid_alive  # (standard library only at import)
 JOB_ENV = "ALGO_EMU_SNAKEMAKE_PID"
 #: The pid of a rule's shell, exported by the shell itself (:data:`SHELL_PREFIX`, the workflow's shell prefix).
 SHELL_ENV = "ALGO_EMU_JOB_SHELL"
-#: The prefix of every rule's shell command: Snakemake's own default for bash, then the shell's pid exported.
-SHELL_PREFIX = f"set -euo pipefail; export {SHELL_ENV}=$$; "
+#: The file descriptor on which a job's step reaches the console (Snakemake's own output) although the rule's shell
+#: sends its stdout and stderr to the job's log: the shell prefix copies the shell's stderr there and names it in
+#: :data:`CONSOLE_ENV` (:func:`to_console`).
+CONSOLE_FD = 3
+CONSOLE_ENV = "ALGO_EMU_CONSOLE_FD"
+#: The prefix of every rule's shell command: Snakemake's own default for bash, then the shell's pid exported, then
+#: the console kept open on :data:`CONSOLE_FD`. (A rule's shell command, not its prefix, is Snakemake's rerun
+#: trigger for code: changing the prefix reruns nothing.)
+SHELL_PREFIX = f"set -euo pipefail; export {SHELL_ENV}=$$; exec {CONSOLE_FD}>&2; export {CONSOLE_ENV}={CONSOLE_FD}; "
 #: Exit status of a step stopped because its job ended.
 ORPHAN_EXIT = 75
 
@@ -148,6 +155,21 @@ def claim_setting(checkpoint: str | os.PathLike | None) -> None:
 
 
 # ----------------------------------------------------------------------------- a job ends with its job
+
+
+def to_console(message: str) -> bool:
+    """Write ``message`` (one line) to the console of the Snakemake run that started this job, besides its log
+    (:data:`CONSOLE_FD`): for what a user must see while the run goes on, such as a data source falling back.
+    Outside a job (no :data:`CONSOLE_ENV`, or its descriptor closed) nothing is written: stderr is the console
+    there, and the log line already reached it. Returns whether it was written."""
+    fd = os.environ.get(CONSOLE_ENV, "")
+    if not fd.isdigit():
+        return False
+    try:
+        os.write(int(fd), f"algo-emu: {message}\n".encode())
+    except OSError:
+        return False
+    return True
 
 
 def _set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:

@@ -30,6 +30,26 @@ if not (workflow.remote_exec or workflow.subprocess_exec):
     recover_workdir(log=logger.warning)
 
 
+# No long run unwarned: once Snakemake has planned the jobs (its job-count table, which a dry run prints too), the
+# planned jobs' predicted cost on this machine and on a GPU, per experiment and in total (algo_emu.cost).
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    from snakemake_interface_logger_plugins.common import LogEvent as _LogEvent
+    from algo_emu.cost import cost_block as _cost_block
+
+    def _announce_cost(record, _said=[]):
+        if getattr(record, "event", None) == _LogEvent.RUN_INFO and not _said:
+            _said.append(True)
+            try:
+                jobs = [(job.rule.name, dict(job.wildcards_dict)) for job in workflow.dag.needrun_jobs()]
+                for line in _cost_block(jobs, config):
+                    sys.stderr.write(line + "\n")
+            except Exception as exc:  # a prediction never stops a run
+                sys.stderr.write(f"Predicted cost: not available ({type(exc).__name__}: {exc})\n")
+        return True
+
+    logger.addFilter(_announce_cost)
+
+
 onstart:
     if workflow.local_exec:
         check_device(config["device"])  # `device: cuda` without a visible GPU: refused before any job

@@ -9,6 +9,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from algo_emu.report.targets import ESSAY_CLAIMS, MANIFEST, REPLICATION_OUTPUTS
+from algo_emu.report.smoke import smoke_line
 from algo_emu.runtime import REPO_ROOT as _REPO_ROOT
 
 # The global description of `snakemake --report` (captions of each output: workflow/report/*.rst).
@@ -53,6 +54,7 @@ rule replication:
         name=shlex.quote(CONFIG_NAME),
         essay=lambda wc: f"--essay {ESSAY_CLAIMS}" if ESSAY_CLAIMS in ALL_OUTPUTS else "",
         tables_dir=os.path.dirname(REPLICATION_OUTPUTS[1]),  # the tables are its inputs (replication_inputs)
+        smoke=smoke_line(config, rst=True) or "",  # the caption's first line at a smoke scale (algo_emu.report.smoke)
     log:
         "logs/report/replication.log",
     shell:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from algo_emu.data.tabular import DataError
+from algo_emu.guard import to_console
 from algo_emu.io import atomic_path, sha256_file, utc_now, write_json
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ def fetch_or_fall_back(fetch: Callable[[], Any], auto: bool, failed: Callable[[s
         log.warning("!" * 78)
         log.warning(msg)
         log.warning("!" * 78)
+        to_console(f"WARNING: {msg}")  # on Snakemake's console too, not only in the job's log
         prov["fallback"] = {"from": fallback[0], "to": fallback[1], "reason": reason}
         prov["warnings"].append(msg)
         return None

@@ -25,6 +25,7 @@ import pandas as pd
 from algo_emu import fit, paper_values
 from algo_emu.io import write_csv, write_text
 from algo_emu.report import check_present
+from algo_emu.report.smoke import smoke_line
 
 #: "learned": the test error is below this fraction of what a predictor that ignores the prompt scores.
 LEARNED_RATIO = 0.5
@@ -1106,11 +1107,12 @@ def _cell(text: str) -> str:
 
 def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[str, Any] | None = None,
                     rows_csv: str = "results/tables/replication.csv", intro: Sequence[str] = (),
-                    rules: str = RULES) -> str:
-    """The report: the paper, the config, ``provenance`` (key: value lines), ``intro`` (Markdown lines), the rules
-    (``rules``: where a page links to them instead), the verdict counts, one section per experiment. ``rows_csv``:
-    where the same rows are, as the report names it."""
-    lines = ["# Replication report", ""]
+                    rules: str = RULES, note: str | None = None) -> str:
+    """The report: ``note`` (one line, first: :func:`algo_emu.report.smoke.smoke_line`), the paper, the config,
+    ``provenance`` (key: value lines), ``intro`` (Markdown lines), the rules (``rules``: where a page links to them
+    instead), the verdict counts, one section per experiment. ``rows_csv``: where the same rows are, as the report
+    names it."""
+    lines = ["# Replication report", ""] + ([note, ""] if note else [])
     lines += ["Paper: Hu, Liu, Zhang, Liu, \"In-Context Algorithm Emulation in Fixed-Weight Transformers\", "
               "ICLR 2026, arXiv 2508.17550 **v2** (26 Sep 2025). Published code followed: commit 6d39297 (E1-E4).", ""]
     lines += [f"Configuration: `{config_name}`."]
@@ -1169,7 +1171,7 @@ def write(tables_dir: str | Path, config: Mapping, config_name: str, out_md: str
           essay: str | Path | None = None, provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
     frame = build(tables_dir, config, config_name, essay)
     write_csv(out_csv, frame)
-    write_text(out_md, render_markdown(frame, config_name, provenance))
+    write_text(out_md, render_markdown(frame, config_name, provenance, note=smoke_line(config)))
     return frame
 
 

@@ -1,0 +1,66 @@
+"""No long run unwarned: before Snakemake starts work (and in its dry run) the planned jobs' predicted cost is
+printed, per experiment and in total, on this machine (from benchmarks/paper_scale.json) and on a GPU."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+from algo_emu.config import load_config
+from algo_emu.cost import BENCHMARK, cost_block
+from algo_emu.runtime import REPO_ROOT
+
+TOTAL = re.compile(r"^  (?:total on this machine|on this machine: no benchmark for this CPU .*?): ([\d.e+-]+) h", re.M)
+
+
+def _dry_run(tmp_path, config):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--configfile", str(REPO_ROOT / config), "--cores", "2", "-n", "all"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:]
+    assert out.count("Predicted cost of the ") == 1, out[-3000:]
+    block = out[out.index("Predicted cost of the "):]
+    assert block.index("on one GPU:") < block.index("Job stats:")  # one block, before the plan's table
+    return block
+
+
+def test_dry_run_of_the_paper_config_prices_its_jobs_in_hours(tmp_path):
+    block = _dry_run(tmp_path, "config/config.yaml")
+    hours = float(TOTAL.search(block).group(1))
+    assert 20 < hours < 200, block[:1500]
+    for name in ("E1 heads", "E2 theorem31", "E3 statistical", "E4 ames", "E6 essay"):
+        assert re.search(rf"^  {name}: \d+ training jobs, [\d.e+-]+ h", block, re.M), block[:1500]
+    assert "on one GPU: " in block
+
+
+def test_dry_run_of_a_tiny_config_prints_a_small_total(tmp_path):
+    block = _dry_run(tmp_path, "tests/tiny.yaml")
+    assert float(TOTAL.search(block).group(1)) < 0.1, block[:1500]
+
+
+def _jobs(cfg):
+    return [("heads_train", {"protocol": "published", "heads": str(H), "p": str(cfg["heads"]["p_heads_sweep"])})
+            for H in cfg["heads"]["heads_sweep"]] + [("theorem31_train", {"p": str(p)}) for p in cfg["theorem31"]["p_sweep"]] \
+        + [("heads_aggregate", {})]
+
+
+def test_another_cpu_has_no_benchmark_and_the_gpu_line_reads_the_probe(tmp_path):
+    cfg = load_config(REPO_ROOT / "config" / "config.yaml", gpu_check=False)
+    bench = json.loads((REPO_ROOT / BENCHMARK).read_text())
+    ours = bench["environment"]["hardware"]["cpu_model"]
+    same = cost_block(_jobs(cfg), cfg, cpu_model=ours)
+    assert any(x.startswith("  total on this machine: ") for x in same)
+    other = cost_block(_jobs(cfg), cfg, cpu_model="Some Other CPU 9000")
+    assert any(x.startswith("  on this machine: no benchmark for this CPU (Some Other CPU 9000)") for x in other)
+    assert "other jobs (data sets, tables, figures, report): 1, not priced" in "\n".join(other)
+    # the GPU line: not measured until benchmarks/gpu_probe.json exists, then read from it
+    (tmp_path / "benchmarks").mkdir()
+    shutil.copy(REPO_ROOT / BENCHMARK, tmp_path / BENCHMARK)
+    assert cost_block(_jobs(cfg), cfg, root=tmp_path)[-1] == "  on one GPU: not measured yet"
+    (tmp_path / "benchmarks" / "gpu_probe.json").write_text(json.dumps(
+        {"groups": {"g": 1}, "paper_seconds_one_group_at_a_time": 1234.0, "environment": {"device_name": "GPU X"}}))
+    assert "1.23e+03 s of compute on one GPU X" in cost_block(_jobs(cfg), cfg, root=tmp_path)[-1]
