@@ -107,15 +107,19 @@ def finished(tmp_path_factory):
     return workdir, configfile, _fake_finished(workdir, configfile)
 
 
-def _fake_finished(workdir: Path, configfile: Path) -> list:
-    """Create every output of ``all`` and record every job's metadata (a forced touch run); the planned jobs."""
-    jobs = _plan(workdir, configfile, "dryrun")
-    for _rule, _wc, _reason, outputs in jobs:
+def _fake_finished(workdir: Path, configfile: Path, targets: tuple = ("all",), dir_rules: tuple = ()) -> list:
+    """Create every output of ``targets`` (a directory for the rules in ``dir_rules``, whose output is one) and
+    record every job's metadata (a forced touch run); the planned jobs."""
+    jobs = _plan(workdir, configfile, "dryrun", targets=targets)
+    for rule, _wc, _reason, outputs in jobs:
         for f in outputs:
-            (workdir / f).parent.mkdir(parents=True, exist_ok=True)
-            (workdir / f).touch()
-    _plan(workdir, configfile, "touch", force=True)
-    assert _plan(workdir, configfile, "dryrun") == [], "the faked run is not finished"
+            if rule in dir_rules:
+                (workdir / f).mkdir(parents=True, exist_ok=True)
+            else:
+                (workdir / f).parent.mkdir(parents=True, exist_ok=True)
+                (workdir / f).touch()
+    _plan(workdir, configfile, "touch", force=True, targets=targets)
+    assert _plan(workdir, configfile, "dryrun", targets=targets) == [], "the faked run is not finished"
     return jobs
 
 
@@ -295,17 +299,7 @@ def finished_variants(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("rerun_variants")
     configfile = workdir / "config.yaml"
     shutil.copy(TINY, configfile)
-    jobs = _plan(workdir, configfile, "dryrun", targets=VARIANT_TARGETS)
-    for rule, _wc, _reason, outputs in jobs:
-        for f in outputs:
-            if rule == "heads_variant_train":
-                (workdir / f).mkdir(parents=True, exist_ok=True)
-            else:
-                (workdir / f).parent.mkdir(parents=True, exist_ok=True)
-                (workdir / f).touch()
-    _plan(workdir, configfile, "touch", force=True, targets=VARIANT_TARGETS)
-    assert _plan(workdir, configfile, "dryrun", targets=VARIANT_TARGETS) == [], "the faked run is not finished"
-    return workdir, configfile, jobs
+    return workdir, configfile, _fake_finished(workdir, configfile, VARIANT_TARGETS, ("heads_variant_train",))
 
 
 def _rerun_variants(finished, config: dict) -> list[tuple[str, dict, str]]:
@@ -361,14 +355,7 @@ def finished_converged(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("rerun_converged")
     configfile = workdir / "config.yaml"
     shutil.copy(TINY, configfile)
-    jobs = _plan(workdir, configfile, "dryrun", targets=CONVERGED_TARGETS)
-    for _rule, _wc, _reason, outputs in jobs:
-        for f in outputs:
-            (workdir / f).parent.mkdir(parents=True, exist_ok=True)
-            (workdir / f).touch()
-    _plan(workdir, configfile, "touch", force=True, targets=CONVERGED_TARGETS)
-    assert _plan(workdir, configfile, "dryrun", targets=CONVERGED_TARGETS) == [], "the faked run is not finished"
-    return workdir, configfile, jobs
+    return workdir, configfile, _fake_finished(workdir, configfile, CONVERGED_TARGETS)
 
 
 def _trained_converged(finished, config: dict) -> list[tuple]:
