@@ -111,7 +111,7 @@ e2e_planned_jobs() {
   out=$(cd "$E2E_WORK" && "$E2E_SNAKEMAKE" "$E2E_TARGET" --dry-run --quiet rules --configfile "$E2E_CONFIG" 2>&1) \
     || { printf '%s\n' "$out" >&2; e2e_fail "dry run failed"; }
   if printf '%s\n' "$out" | grep -q "Nothing to be done"; then echo 0; return; fi
-  printf '%s\n' "$out" | awk '$1 == "total" {print $2; found=1; exit} END {if (!found) print -1}'
+  printf '%s\n' "$out" | awk '$1 == "total" && $2 ~ /^[0-9]+$/ {print $2; found=1; exit} END {if (!found) print -1}'
 }
 
 # e2e_finished_jobs <log>: jobs snakemake reports finished in that run
