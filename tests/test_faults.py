@@ -444,18 +444,24 @@ def test_fault_snakemake_killed_while_a_second_run_is_refused_then_the_same_comm
     work = tmp_path / "work"
     cmd = _snakemake_cmd(work, config, "results/theorem31/runs/p4/model.pt", cores=1)
     ckpt = work / "results/theorem31/checkpoints/p4.pt"
-    a = _start(cmd)
+    a, step = _start(cmd), None
     try:
         step = _wait(lambda: _step(a.pid, "theorem31 train") if ckpt.exists() else None, 300, "training", a)
+        # held still while B runs and A is killed: on a fast machine the step would otherwise finish first,
+        # and B would find nothing to do
+        os.kill(step, signal.SIGSTOP)
         b = _run(cmd, timeout=300)
-        assert b.returncode != 0
+        assert b.returncode != 0, b.stdout[-3000:]
         assert f"algo_emu: another Snakemake run (process {a.pid} on" in b.stderr
         assert "Directory cannot be locked" in b.stdout + b.stderr
         assert not _gone(step)  # B touched nothing of A's
         a.kill()  # kill -9 of Snakemake itself
         a.wait()
+        os.kill(step, signal.SIGCONT)  # its watchdog now sees Snakemake gone
         _wait(lambda: _gone(step), 60, "the orphaned training step to end")
     finally:
+        if step is not None and not _gone(step):
+            os.kill(step, signal.SIGCONT)
         if a.poll() is None:
             a.kill()
             a.wait()
