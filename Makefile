@@ -29,6 +29,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed
 	$(BIN)/snakemake $(TARGET) --profile workflow/profiles/default --cores $(CORES) --configfile $(CONFIG)
 
+# config/quick.yaml's folder is runs/quick/ (its `workdir`): data/, logs/ and results/ of its own.
 quick: $(BIN)/.installed
 	$(BIN)/snakemake $(TARGET) --profile workflow/profiles/default --cores $(CORES) --configfile config/quick.yaml
 

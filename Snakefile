@@ -16,6 +16,11 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# Each config runs in its own folder (its `workdir`: data/, logs/, results/ and .snakemake/ there), so a small run
+# never overwrites the paper-scale results/ nor reuses its data; `--directory` on the command line overrides it.
+workdir: config.get("workdir", ".")
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/heads.smk"
 include: "workflow/rules/heads_converged.smk"

@@ -256,3 +256,34 @@ def test_reference_config_plans_the_whole_dag_at_its_stated_scale(tmp_path):
     # E1: p sweep of 5 + heads sweep {1, 2} at p = 60 (H = 1, p = 60 shared) = 6; E2: 3 p; E3: 2 modes x 3 H
     assert int(stats["heads_train"]) == 6 and int(stats["theorem31_train"]) == 3
     assert int(stats["statistical_train"]) == 6 and int(stats["statistical_train_blind"]) == 6
+
+
+def test_each_config_runs_in_its_own_folder_and_directory_overrides_it(tmp_path):
+    """A config's `workdir` is where its run writes (data/, logs/, results/, Snakemake's .snakemake/): the committed
+    configs name distinct folders, the paper's scale the repository itself; a run started without --directory plans
+    and locks inside that folder and writes nothing beside it; --directory replaces it."""
+    from algo_emu.config import load_config
+
+    folders = {name: load_config(REPO_ROOT / name, gpu_check=False)["workdir"] for name in
+               ("config/config.yaml", "config/quick.yaml", "config/reference.yaml", "config/e3_readout.yaml",
+                "tests/tiny.yaml")}
+    assert folders["config/config.yaml"] == "." and len(set(folders.values())) == len(folders), folders
+    assert all(f.startswith("runs/") for name, f in folders.items() if name != "config/config.yaml")
+
+    cfg = yaml.safe_load((REPO_ROOT / "tests" / "tiny.yaml").read_text())
+    cfg["workdir"] = "runs/mine"
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([*SNAKEMAKE, "--configfile", "mine.yaml", "--cores", "1", "data/heads/seed0/dataset.pt"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / "runs" / "mine"
+    assert (run / ".snakemake").is_dir() and list((run / "data" / "heads").iterdir())
+    # nothing beside it but Snakemake's own log file, which it keeps where it was started
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".snakemake", "mine.yaml", "runs"]
+    assert [p.name for p in (tmp_path / ".snakemake").iterdir()] == ["log"]
+
+    other = tmp_path / "elsewhere"
+    proc = subprocess.run([*SNAKEMAKE, "--configfile", "mine.yaml", "--directory", str(other), "--cores", "1",
+                           "data/heads/seed0/dataset.pt"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list((other / "data" / "heads").iterdir()) and not (other / "runs").exists()

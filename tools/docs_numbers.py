@@ -113,14 +113,16 @@ def block_readme(root: Path) -> str:
         "On Linux with Python 3.11 or later (other installs, conda and CPU-only torch: "
         "[docs/reproduce.md](docs/reproduce.md)):", "",
         "```bash",
-        "make quick   # every experiment, table, figure and results/replication.md, small (config/quick.yaml)",
+        "make quick   # every experiment, table, figure and the report, small (config/quick.yaml) -> runs/quick/results/",
         "make test    # the test suite, as CI runs it",
         "```", "",
         f"Measured on {q['machine']} ([`{QUICKSTART.as_posix()}`]({QUICKSTART.as_posix()})): `make quick` "
         f"{_g(q['wall_minutes'], 2)} min wall ({q['jobs']} jobs), `make test` {_g(t['wall_minutes'], 2)} min "
         f"({t['tests']}). Each first creates `.venv/` from `requirements.lock`. `make quick` is a smoke scale: "
         "its models barely train, so most trained rows of its report read *did not learn*; the reference scale "
-        "below is the smallest at which they learn.", "",
+        "below is the smallest at which they learn. Each config runs in its own folder (its `workdir`: `runs/quick/` "
+        "here, the repository itself for the paper's scale), so a small run never touches the paper-scale `results/`.",
+        "",
         "## What it replicates, and how faithfully", "",
         "E1, the paper's headline table (test MSE of the emulated attention head against the number of heads H; "
         "arXiv 2508.17550v2, the ablation of Theorem 4.1), at the paper's scale (N = 50,000, 50 epochs, 10 seeds), "

@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--checkout", type=Path, required=True, help="the checkout whose results/ hold the trained model")
+    ap.add_argument("--checkout", type=Path, required=True, help="the checkout whose run folder (the config's workdir) holds the trained model")
     ap.add_argument("--records", type=Path, default=HERE / "records")
     args = ap.parse_args(argv)
     from algo_emu.config import load_config
@@ -27,7 +27,7 @@ def main(argv=None) -> None:
 
     cfg = load_config(args.checkout / "config" / "e3_readout.yaml", gpu_check=False)
     params, seeds = cfg["statistical"], cfg["seeds"]
-    path = args.checkout / "results/statistical/models/reference_code_H6.pt"
+    path = args.checkout / cfg["workdir"] / "results/statistical/models/reference_code_H6.pt"
     model, info = load_frozen(path, e3.build_model)
     sidecar = json.loads(path.with_name(path.name + ".json").read_text())
     record: dict = {}
