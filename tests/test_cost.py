@@ -32,6 +32,9 @@ def test_dry_run_of_the_paper_config_prices_its_jobs_in_hours(tmp_path):
     block = _dry_run(tmp_path, "config/config.yaml")
     hours = float(TOTAL.search(block).group(1))
     assert 20 < hours < 200, block[:1500]
+    # the same prediction as the committed benchmark's (benchmarks/cost.py prices `all` with the same Pricer), which
+    # the README's scales table reads: one number for one question
+    assert hours == float(f"{json.loads((REPO_ROOT / BENCHMARK).read_text())['prediction']['hours']:.3g}")
     for name in ("E1 heads", "E2 theorem31", "E3 statistical", "E4 ames", "E6 essay"):
         assert re.search(rf"^  {name}: \d+ training jobs, [\d.e+-]+ h", block, re.M), block[:1500]
     assert "on one GPU: " in block

@@ -81,6 +81,10 @@ class Pricer:
         return b["measured"]["job_seconds"] / models[key(b)]["measured"]["job_seconds"]
 
     def seconds(self, rule: str, wc: Mapping[str, str]) -> float:
+        return self.job(rule, wc)[0]
+
+    def job(self, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
+        """Seconds and optimiser steps (per member) of one job of training rule ``rule`` with wildcards ``wc``."""
         c, S = self.cfg, self.seeds
         if rule == "heads_train":
             h = c["heads"]
@@ -99,7 +103,7 @@ class Pricer:
                 return math.ceil(epochs / every) if every else 1
             n_eval = (ratio * (h["n_prompts"] - n_train) / max(1, row["extra"].get("n_test") or 1)
                       * evals(h["epochs"], h.get("eval_every")) / evals(row["epochs"], row["extra"].get("eval_every")))
-            return _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in same_h], p)
+            return _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in same_h], p), steps
         if rule in ("theorem31_train", "theorem31_blind"):
             t = c["theorem31"]
             n_train = t["n_prompts"] - math.ceil(t["n_prompts"] * t["test_fraction"]) if t.get("test_fraction") \
@@ -110,7 +114,7 @@ class Pricer:
             n_eval = ratio * (t["n_prompts"] - n_train or t["n_prompts"]) / max(
                 1, rows[0]["shape"]["extra"].get("n_test") or 1)
             sec = _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in rows], int(wc["p"]))
-            return sec * (self._blind_ratio("theorem31", lambda r: r["shape"]["p"]) if rule.endswith("blind") else 1)
+            return sec * (self._blind_ratio("theorem31", lambda r: r["shape"]["p"]) if rule.endswith("blind") else 1), steps
         if rule in ("statistical_train", "statistical_train_blind"):
             s = c["statistical"]
             mode, H = wc["stat_mode"], int(wc["heads"])
@@ -122,7 +126,7 @@ class Pricer:
             n_eval = ratio * s["eval_prompts"] / max(1, row["shape"]["extra"].get("eval_prompts") or 1)
             sec = self._job(row, steps, ratio, n_eval)
             key = (lambda r: (r["shape"]["setting"]["mode"], r["shape"]["heads"]))
-            return sec * (self._blind_ratio("statistical", key) if rule.endswith("blind") else 1)
+            return sec * (self._blind_ratio("statistical", key) if rule.endswith("blind") else 1), steps
         if rule in ("ames_train", "ames_train_blind"):
             a = c["ames"]
             role = "blind" if rule.endswith("blind") else "model"
@@ -130,7 +134,7 @@ class Pricer:
                 or self._rows("ames", role)
             row = rows[0]
             steps = row["shape"]["steps_per_epoch"] * row["shape"]["batch"] / a["batch_size"] * a["epochs"]
-            return self._job(row, steps, S / row["shape"]["seeds"])
+            return self._job(row, steps, S / row["shape"]["seeds"]), round(steps)
         if rule == "essay_train":
             e = c["essay"]
             variant = wc["evariant"]
@@ -139,7 +143,7 @@ class Pricer:
             steps = {"gaussian": e["train"]["steps"], "shallow": e["train"]["steps"],
                      "narrow": e["narrow"]["finetune_steps"], "control": e["narrow"]["finetune_steps"]}.get(
                 variant, e["diversity"]["steps"])
-            return steps * rows[0]["measured"]["step_seconds"]
+            return steps * rows[0]["measured"]["step_seconds"], steps
         raise KeyError(rule)
 
 

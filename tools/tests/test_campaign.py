@@ -224,7 +224,8 @@ def test_prediction_prices_every_campaign_setting():
 
     cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
     rows = ps.build_rows(cfg)
-    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0, "steps_per_job": 100}} for r in rows}}
+    bench = {"rows": {r.key: {"shape": asdict(r), "measured": {"job_seconds": 60.0, "step_seconds": 0.01}}
+                      for r in rows}}
     out = cost.predict_hours(bench, cfg)
     assert set(out["settings"]) == {s.name for s in cp.settings(cfg)}
     keys = set(bench["rows"])
@@ -236,9 +237,15 @@ def test_prediction_prices_every_campaign_setting():
         for H in cfg["statistical"]["heads_sweep"]:
             assert f"E3 {mode} H={H}" in keys
     assert out["hours"] > 0 and all(e["jobs"] for e in out["experiments"].values())
-    # every priced job carries its steps (a per-step estimate on other hardware prices them): 100 each here
-    assert out["steps"] == 100 * out["jobs"] == sum(e["steps"] for e in out["experiments"].values())
-    assert abs(out["hours"] - out["jobs"] * 60.0 / 3600) < 1e-9
+    # every priced job carries its steps (a per-step estimate on other hardware prices them): the config's
+    h = cfg["heads"]
+    e1_steps = -(-(h["n_prompts"] - -(-h["n_prompts"] * h["test_fraction"] // 1)) // h["batch_size"]) * h["epochs"]
+    assert out["settings"]["heads/published/H4_p60"]["steps"] == e1_steps == 62500
+    assert out["steps"] == sum(e["steps"] for e in out["experiments"].values()) == sum(
+        s["steps"] for s in out["settings"].values())
+    # priced as the run's cost block prices them: each job its steps x the row's seconds per step (rows at the
+    # config's seeds, no evaluation or data time, blind rows as fast as their models)
+    assert abs(out["hours"] - out["steps"] * 0.01 / 3600) < 1e-9
 
 
 def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
