@@ -105,7 +105,7 @@ def test_records_of_different_configurations_are_never_mixed(params, tmp_path):
 
 def test_e1_page_builds_from_a_partial_committed_set(tmp_path):
     """A committed reference set with 2 of the 3 heads settings: tables, fit, figure and README name the missing one."""
-    from algo_emu import refset
+    from tools import refset
     from algo_emu.config import REPO_ROOT, load_config
 
     cfg_path = REPO_ROOT / "tests" / "tiny.yaml"

@@ -242,7 +242,7 @@ def test_every_trained_experiment_declares_where_its_records_are_and_their_curve
     """refset reads learning curves through each experiment's RunSpec (records glob, curves), not by hand."""
     import dataclasses
 
-    from algo_emu import refset
+    from tools import refset
 
     specs = refset.curve_specs()
     assert {label for label, _ in specs} == {"E1", "E2", "E3", "E4"}

@@ -27,7 +27,6 @@ EXPERIMENTS = {
     "statistical": "algo_emu.experiments.statistical",
     "essay": "algo_emu.experiments.essay",
     # not an experiment: committed reference sets (collect a finished run, learning curves, README)
-    "refset": "algo_emu.refset",
     # not an experiment: check a results tree or committed set against its manifest
     "manifest": "algo_emu.report.manifest",
 }

@@ -382,7 +382,7 @@ def variants_line(set_dir: Path) -> str:
 def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     """The set's tables, figures and page (``README.md``) from its done and adopted records; the pre-campaign page
     and the variants page beside it."""
-    from algo_emu import refset
+    from tools import refset
     from algo_emu.report import replication as rep
     from algo_emu.report.manifest import git_state
     from tools.campaign import core as cp

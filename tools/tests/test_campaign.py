@@ -98,6 +98,11 @@ def test_seal_lists_a_reference_set_whole_and_names_what_was_rebuilt_after_the_r
     assert m["sealed"]["added_after_the_run"] == ["README.md"]
     assert m["git"] == {"commit": "abc"} and m["outputs"] == listed  # the run's own record is kept as written
     assert mf.verify(d) == []
+    assert "earlier" not in m["sealed"]
+    # sealed again (a later rebuild): the first seal's note stays on record, oldest first
+    assert mf.seal(d, note="page rebuilt")["sealed"]["earlier"] == [m["sealed"]]
+    third = mf.seal(d, note="again")["sealed"]
+    assert [s["note"] for s in third["earlier"]] == ["report rebuilt", "page rebuilt"] and third["note"] == "again"
     (d / "README.md").write_text("# edited\n")
     assert [p.rsplit("/", 1)[1].split(":")[0] for p in mf.verify(d)] == ["README.md"]
     with pytest.raises(ValueError, match="not a run's manifest"):

@@ -241,7 +241,8 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
     that ``verify`` checks the whole tree. The run's own record (commit, config hash, timings, ``outputs``
     as the run wrote them) stays as it was; files that differ from the run's ``outputs`` (a report rebuilt
     later from the set's tables) are named under ``sealed.rebuilt_after_the_run`` with the commit that
-    sealed them."""
+    sealed them. A set sealed again keeps the earlier seals (``sealed.earlier``, oldest first), so each
+    rebuild's commit and note stay on record."""
     tree = Path(tree)
     path = tree / "manifest.json"
     if not path.is_file():
@@ -260,6 +261,8 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
             for env in records.environments(json.loads((tree / rel).read_text())):
                 if env.get("code_version"):
                     code_versions.add(env["code_version"])
+    before = manifest.get("sealed")
+    earlier = [*before.pop("earlier", []), before] if before else []
     manifest |= {
         "files_root": ".",
         "files": files,
@@ -270,7 +273,8 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
                    "rebuilt_after_the_run": rebuilt,
                    # the set's README, learning curves and the like (records and benchmarks are the run's own)
                    "added_after_the_run": sorted(r for r in files if r not in run_listed
-                                                 and not r.startswith((*RECORD_DIRS, "benchmarks/")))},
+                                                 and not r.startswith((*RECORD_DIRS, "benchmarks/"))),
+                   **({"earlier": earlier} if earlier else {})},
     }
     write_json(path, manifest)
     return manifest

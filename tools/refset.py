@@ -1,11 +1,14 @@
 """Committed reference sets: collect a finished run's small outputs, learning curves, and a Markdown report.
 
+Tooling for the sets committed under ``results/reference/`` (not part of the installed package; it reads the
+package's records and tables).
+
 A reference set is a finished ``snakemake all`` run (for example ``--configfile config/reference.yaml``)
 whose small outputs are committed under ``results/reference/<name>/`` so that a reviewer can read the
 evidence on the repository without running anything:
 
-    python -m algo_emu refset collect --results results --dir results/reference/reference-scale
-    python -m algo_emu refset build --dir results/reference/reference-scale --config config/reference.yaml
+    python -m tools.refset collect --results runs/reference/results --dir results/reference/reference-scale
+    python -m tools.refset build --dir results/reference/reference-scale --config config/reference.yaml
 
 ``collect`` copies tables, figures, replication report, manifest, Snakemake benchmarks and every per-seed
 JSON record, never model files, checkpoints or arrays (a file type not on the list is refused, not
@@ -19,8 +22,10 @@ whether each experiment's models learned (with the numbers), and the verdict tab
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -63,7 +68,7 @@ def _selected(root: Path) -> list[Path]:
                 continue
             if not path.name.endswith(KEEP_SUFFIXES):
                 raise RefsetError(f"{path}: file type not known to a reference set (keep: {', '.join(KEEP_SUFFIXES)}; "
-                                  f"skip: {', '.join(SKIP_SUFFIXES)}); add it to one list in algo_emu/refset.py")
+                                  f"skip: {', '.join(SKIP_SUFFIXES)}); add it to one list in tools/refset.py")
             keep.append(rel)
     return keep
 
@@ -225,7 +230,7 @@ def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str
     d = Path(ref_dir)
     for need in ("replication.md", "manifest.json", "tables/replication.csv"):
         if not (d / need).is_file():
-            raise RefsetError(f"{d / need}: missing; run `python -m algo_emu refset collect` on a finished run first")
+            raise RefsetError(f"{d / need}: missing; run `python -m tools.refset collect` on a finished run first")
     curves = learning_curves(d)
     (d / "tables").mkdir(exist_ok=True)
     (d / "figures").mkdir(exist_ok=True)
@@ -240,8 +245,8 @@ def build(ref_dir: str | os.PathLike, config_path: str | os.PathLike, title: str
     rel = lambda p: os.path.relpath(p, d)  # noqa: E731
     lines = [f"# {title}", "",
              f"Made by `snakemake all --configfile {config_path}` (one run, this project's 2-core CPU unless the manifest "
-             f"says otherwise), collected and summarised with `python -m algo_emu refset collect --results results --dir {d}` "
-             f"and `python -m algo_emu refset build --dir {d} --config {config_path}`. Nothing here needs to be run to be read.",
+             f"says otherwise), collected and summarised with `python -m tools.refset collect --results RUN/results --dir {d}` "
+             f"and `python -m tools.refset build --dir {d} --config {config_path}`. Nothing here needs to be run to be read.",
              ""]
     git, device = manifest.get("git", {}), manifest.get("device", {})
     jobs = manifest.get("benchmarks", {}).get("jobs", {})
@@ -355,7 +360,7 @@ def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: l
     walls = {}
     for m in records.values():
         walls.setdefault((m["protocol"], m["setting"]["heads"], m["setting"]["p"]), m["timing"])
-    rebuild = rebuild or f"python -m algo_emu refset e1-page --dir {ref} --config {config_path}"
+    rebuild = rebuild or f"python -m tools.refset e1-page --dir {ref} --config {config_path}"
     lines = [f"# {title}", "", *(preamble or []),
              "E1 (attention emulating an attention head) at the paper's scale, made on this project's machines and "
              f"committed as per-seed records; rebuild this page with `{rebuild}`.", "",
@@ -420,7 +425,7 @@ def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: l
 
 
 # ---------------------------------------------------------------------------------------------------------
-# CLI: python -m algo_emu refset {collect,build,e1-page}
+# CLI: python -m tools.refset {collect,build,e1-page}
 # ---------------------------------------------------------------------------------------------------------
 
 def _collect(results: str, dest: str) -> None:
@@ -446,3 +451,14 @@ STEPS = [
           arg("--title", default="E1 at the paper's scale: committed reference set")]),
 ]
 add_parser = steps_parser(STEPS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.refset", description=__doc__.splitlines()[0])
+    add_parser(parser)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

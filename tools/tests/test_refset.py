@@ -1,4 +1,4 @@
-"""Committed reference sets (algo_emu.refset): what is copied, what is refused, the curves' numbers."""
+"""Committed reference sets (tools/refset.py): what is copied, what is refused, the curves' numbers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from algo_emu import refset
+from tools import refset
 
 
 def _write(path: Path, obj) -> None:
