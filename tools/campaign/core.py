@@ -578,8 +578,9 @@ def _snakemake(wt: Path, config: str, targets: Iterable[str], cores: int = 2, lo
                monitor: LoadMonitor | None = None) -> int:
     """Snakemake at the pinned commit's worktree; ``monitor``, when given, samples its process tree while it runs."""
     targets = list(targets)
+    # --directory: the worktree itself, whatever folder (workdir) the pinned config names for its own runs
     cmd = [str(Path(sys.executable).with_name("snakemake")), *targets, "--profile", "workflow/profiles/default",
-           "--cores", str(cores), "--configfile", config]
+           "--cores", str(cores), "--configfile", config, "--directory", str(wt)]
     if log is None:
         return subprocess.run(cmd, cwd=wt, env=pinned_env(wt), check=True).returncode
     with open(log, "a") as fh:
