@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from algo_emu.runtime import REPO_ROOT, _cpu_model
+from algo_emu.runtime import REPO_ROOT, cpu_model_name
 
 BENCHMARK = Path("benchmarks/paper_scale.json")
 GPU_PROBE = Path("benchmarks/gpu_probe.json")
@@ -192,7 +192,7 @@ def cost_block(jobs: Iterable[tuple[str, Mapping[str, str]]], cfg: Mapping[str, 
         lines.append(f"  other jobs (data sets, tables, figures, report): {other}, not priced")
         hw = bench["environment"].get("hardware", {})
         bench_cpu = hw.get("cpu_model")
-        here = cpu_model if cpu_model is not None else _cpu_model()
+        here = cpu_model if cpu_model is not None else cpu_model_name()
         where = f"{bench_cpu}, {bench['environment'].get('threads')} torch threads ({BENCHMARK.as_posix()})"
         if here and bench_cpu and here == bench_cpu:
             lines.append(f"  total on this machine: {_hours(total)} (measured on this CPU model: {where})")

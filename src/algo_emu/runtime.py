@@ -238,7 +238,7 @@ def git_dirty() -> bool | None:
     return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
-def _cpu_model() -> str | None:
+def cpu_model_name() -> str | None:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS), or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -314,7 +314,7 @@ def hardware(device: torch.device | str | None = None) -> dict[str, Any]:
     except (AttributeError, OSError):
         usable = os.cpu_count()
     info: dict[str, Any] = {
-        "machine": platform.machine(), "cpu_model": _cpu_model(), "cpu_id": cpu_id(), "cpu_count": os.cpu_count(),
+        "machine": platform.machine(), "cpu_model": cpu_model_name(), "cpu_id": cpu_id(), "cpu_count": os.cpu_count(),
         "cpu_count_usable": usable, "memory_gib": _memory_gib(), "gpu_name": None, "gpu_memory_gib": None,
     }
     if device is not None and str(device).startswith("cuda"):
