@@ -1,6 +1,8 @@
 # algo-emu: replication pipeline for "In-Context Algorithm Emulation in
 # Fixed-Weight Transformers" (Hu, Liu, Zhang, Liu; ICLR 2026).
 # Thin on purpose: the rules live in workflow/rules/, the logic in src/algo_emu/.
+import os
+
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
@@ -18,7 +20,18 @@ if not workflow.overwrite_configfiles:
 
 # Each config runs in its own folder (its `workdir`: data/, logs/, results/ and .snakemake/ there), so a small run
 # never overwrites the paper-scale results/ nor reuses its data; `--directory` on the command line overrides it.
-workdir: config.get("workdir", ".")
+# The main process resolves it once and hands the absolute path to the jobs it starts (a cluster job or a local
+# subprocess parses this file again, already inside that folder or elsewhere: it must not go one level deeper).
+if workflow.remote_exec or workflow.subprocess_exec:
+    if os.environ.get("ALGO_EMU_WORKDIR"):
+
+        workdir: os.environ["ALGO_EMU_WORKDIR"]
+
+else:
+
+    workdir: config.get("workdir", ".")
+
+    os.environ["ALGO_EMU_WORKDIR"] = os.getcwd()
 
 
 include: "workflow/rules/common.smk"
