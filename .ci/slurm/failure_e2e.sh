@@ -50,7 +50,7 @@ mapfile -t RULE_LOGS < <(awk -v r="Error in rule $E2E_FAIL_RULE:" '
 # (the rule's `log:` and, from the SLURM plugin, the SLURM job's log)
 named=0
 for f in "${RULE_LOGS[@]}"; do
-  case "$f" in /*) p=$f ;; *) p=$E2E_WORK/$f ;; esac
+  case "$f" in /*) p=$f ;; *) p=$E2E_RUN/$f ;; esac
   [ -s "$p" ] || e2e_fail "reported log $f does not exist"
   if grep -q "$E2E_FAIL_PATTERN" "$p"; then named=1; fi
 done
@@ -73,8 +73,10 @@ fi
 # outputs made in run 1, with their mtimes (must not change in run 2)
 (cd "$E2E_WORK" && "$E2E_SNAKEMAKE" "$E2E_TARGET" --summary --configfile "$E2E_CONFIG" 2>/dev/null) \
   | awk -F'\t' 'NR > 1 && $5 == "ok" {print $1}' > "$E2E_OUT/run1-outputs.txt"
-(cd "$E2E_WORK" && while read -r f; do stat -c '%y %n' "$f"; done) < "$E2E_OUT/run1-outputs.txt" \
+(cd "$E2E_RUN" && while read -r f; do stat -c '%y %n' "$f"; done) < "$E2E_OUT/run1-outputs.txt" \
   > "$E2E_OUT/run1-mtimes.txt"
+[ "$(wc -l < "$E2E_OUT/run1-mtimes.txt")" = "$(wc -l < "$E2E_OUT/run1-outputs.txt")" ] \
+  || e2e_fail "could not read the mtime of every output of run 1 in $E2E_RUN (the check would compare nothing)"
 e2e_log "after run 1: $K1 jobs finished, $N1 left; $(wc -l < "$E2E_OUT/run1-outputs.txt") outputs kept"
 
 # ------------------------------------------------------------ run 2: clean rerun
@@ -83,7 +85,7 @@ L2=$E2E_OUT/run2-rerun.log
 [ "$E2E_RC" = 0 ] || { grep -A12 'Error in rule' "$L2" | head -40 >&2; e2e_fail "the rerun exited $E2E_RC"; }
 K2=$(e2e_finished_jobs "$L2")
 [ "$K2" = "$N1" ] || e2e_fail "the rerun ran $K2 jobs, expected the $N1 left over"
-(cd "$E2E_WORK" && while read -r f; do stat -c '%y %n' "$f"; done) < "$E2E_OUT/run1-outputs.txt" \
+(cd "$E2E_RUN" && while read -r f; do stat -c '%y %n' "$f"; done) < "$E2E_OUT/run1-outputs.txt" \
   > "$E2E_OUT/run2-mtimes.txt"
 if ! cmp -s "$E2E_OUT/run1-mtimes.txt" "$E2E_OUT/run2-mtimes.txt"; then
   diff "$E2E_OUT/run1-mtimes.txt" "$E2E_OUT/run2-mtimes.txt" >&2 || true

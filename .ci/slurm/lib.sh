@@ -81,7 +81,11 @@ e2e_prepare_workdir() {
     # the venv's editable install points at $E2E_ROOT/src; make the copy win
     if [ -d "$E2E_WORK/src" ]; then export PYTHONPATH="$E2E_WORK/src${PYTHONPATH:+:$PYTHONPATH}"; fi
   fi
-  e2e_log "working directory: $E2E_WORK"
+  # the run's own folder (the config's workdir): relative paths Snakemake reports (logs, outputs) are read there
+  E2E_RUN=$E2E_WORK/$(cd "$E2E_WORK" && "$E2E_ROOT/.venv/bin/python" -c \
+    'import sys, yaml; print((yaml.safe_load(open(sys.argv[1])) or {}).get("workdir", "."))' "$E2E_CONFIG") \
+    || e2e_fail "could not read workdir from $E2E_CONFIG"
+  e2e_log "working directory: $E2E_WORK (the run's folder: $E2E_RUN)"
 }
 
 # e2e_snakemake <name> [args...] (the target goes first: --configfile takes
