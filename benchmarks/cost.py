@@ -76,15 +76,13 @@ def predict_hours(bench: dict, cfg: dict) -> dict:
         if rule not in TRAINING_RULES:
             continue
         seconds, steps = pricer.job(rule, wc)
-        for entry, zero in ((exps.setdefault(TRAINING_RULES[rule], {"jobs": 0, "hours": 0.0, "steps": 0}), "hours"),
-                            (per_setting.setdefault(setting_name(rule, wc),
-                                                    {"predicted_seconds": 0.0, "jobs": 0, "steps": 0}), None)):
+        e = exps.setdefault(TRAINING_RULES[rule], {"jobs": 0, "hours": 0.0, "steps": 0})
+        s = per_setting.setdefault(setting_name(rule, wc), {"predicted_seconds": 0.0, "jobs": 0, "steps": 0})
+        e["hours"] += seconds / 3600
+        s["predicted_seconds"] += seconds
+        for entry in (e, s):
             entry["jobs"] += 1
             entry["steps"] += int(steps)
-            if zero:
-                entry["hours"] += seconds / 3600
-            else:
-                entry["predicted_seconds"] += seconds
     return {"experiments": dict(sorted(exps.items())), "jobs": sum(e["jobs"] for e in exps.values()),
             "hours": sum(e["hours"] for e in exps.values()), "steps": sum(e["steps"] for e in exps.values()),
             "settings": dict(sorted(per_setting.items())),
