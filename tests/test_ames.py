@@ -6,7 +6,6 @@ rows as a local CSV, with a tiny emulator.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -33,11 +32,11 @@ TINY = {"source": "packaged", "cv_folds": 2, "ridge_n_alphas": 5, "lasso_n_alpha
         "pool_heldout_bootstraps": 2, "pool_n_alphas": 3, "pool_pairs_per_row": 2, "pool_eval_pairs_per_row": 2}
 
 
-def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    ex.add_parser(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
+def run_cli(step: str, job: dict, threads: int | None = None) -> int:
+    """``python -m algo_emu ames <step> JOB [--threads N]``, in this process."""
+    from algo_emu.cli import main
+
+    return main(["ames", step, json.dumps(job)] + (["--threads", str(threads)] if threads else []))
 
 
 def synthetic(n_train: int = 60, n_test: int = 20, F: int = 6, seed: int = 0) -> dict[str, np.ndarray]:
@@ -51,8 +50,8 @@ def synthetic(n_train: int = 60, n_test: int = 20, F: int = 6, seed: int = 0) ->
 def packaged(tmp_path_factory):
     """The packaged data (all 2,930 rows), seed 0 prepared with the default preprocessing."""
     out = tmp_path_factory.mktemp("ames")
-    data.download({"source": "packaged"}, out / "raw.csv", out / "raw.json")
-    data.prepare({}, out / "raw.csv", out / "raw.json", 0, out / "seed0/prepared.npz", out / "seed0/prepared.json")
+    data.download(out / "raw.csv", out / "raw.json", {"source": "packaged"})
+    data.prepare(out / "raw.csv", out / "raw.json", 0, out / "seed0/prepared.npz", out / "seed0/prepared.json", {})
     return out
 
 
@@ -125,7 +124,7 @@ def test_reference_mode_fits_all_rows_drops_intercept_and_lasso_is_all_zero(pack
 
 def test_fit_bad_input(tmp_path):
     with pytest.raises(af.AmesFitError, match="run `ames prepare` first"):
-        af.fit_seed({}, "corrected", 0, tmp_path / "missing.npz", tmp_path / "f.npz", tmp_path / "f.json")
+        af.fit_seed("corrected", 0, tmp_path / "missing.npz", tmp_path / "f.npz", tmp_path / "f.json", {})
     with pytest.raises(af.AmesFitError, match="mode must be one of"):
         af.fit_arrays(synthetic(), "published", 0)
     bad = synthetic()
@@ -138,7 +137,7 @@ def test_fit_bad_input(tmp_path):
         af.fit_arrays(bad, "corrected", 0)
     (tmp_path / "junk.npz").write_text("not a zip")
     with pytest.raises(af.AmesFitError, match="not a prepared.npz"):
-        af.fit_seed({}, "corrected", 0, tmp_path / "junk.npz", tmp_path / "f.npz", tmp_path / "f.json")
+        af.fit_seed("corrected", 0, tmp_path / "junk.npz", tmp_path / "f.npz", tmp_path / "f.json", {})
     assert not (tmp_path / "f.npz").exists()
 
 
@@ -211,14 +210,43 @@ def test_reference_code_fits_do_not_see_the_pool_keys():
 def test_data_errors_unchanged_through_the_cli(tmp_path):
     # the data helper's errors reach the user as it wrote them, through the extended command line
     with pytest.raises(data.AmesDataError, match=r"config key ames.source must be .*got 'kaggle'"):
-        run_cli(["download", "--params", '{"source": "kaggle"}', "--out-csv", str(tmp_path / "a.csv"),
-                 "--out-provenance", str(tmp_path / "a.json")])
+        run_cli("download", dict(params={"source": "kaggle"}, out_csv=str(tmp_path / "a.csv"),
+                                 out_provenance=str(tmp_path / "a.json")))
     csv = tmp_path / "bad.csv"
     csv.write_text("Id,GrLivArea\n1,2\n")
     with pytest.raises(data.AmesDataError, match="target column 'SalePrice' is missing"):
-        run_cli(["download", "--params", f'{{"source": "{csv}"}}', "--out-csv", str(tmp_path / "b.csv"),
-                 "--out-provenance", str(tmp_path / "b.json")])
+        run_cli("download", dict(params={"source": str(csv)}, out_csv=str(tmp_path / "b.csv"),
+                                 out_provenance=str(tmp_path / "b.json")))
     assert not list(tmp_path.glob("[ab].*"))
+
+
+def test_the_cli_takes_params_as_optional_and_names_a_bad_mode_or_argument(packaged, tmp_path):
+    # no params: the schema's defaults, as with {} (the fixture's seed 0)
+    out = tmp_path / "seed0"
+    assert run_cli("prepare", dict(csv_path=str(packaged / "raw.csv"), provenance_path=str(packaged / "raw.json"),
+                                   seed=0, out_npz=str(out / "prepared.npz"), out_meta=str(out / "prepared.json"))) == 0
+    a, b = data.load_prepared(out / "prepared.npz"), data.load_prepared(packaged / "seed0/prepared.npz")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    # a mode outside MODES is refused, naming the allowed values, before anything is written
+    bad = r"ames mode must be one of \['corrected', 'reference_code'\], got 'published'"
+    files = dict(seeds=[0], prepared_paths=[str(out / "prepared.npz")], fits_paths=[str(tmp_path / "fits.npz")])
+    with pytest.raises(ValueError, match=bad):
+        run_cli("train", dict(mode="published", out=str(tmp_path / "e.pt"), device_spec="cpu", **files), threads=1)
+    with pytest.raises(ValueError, match=bad):
+        run_cli("evaluate", dict(mode="published", emulator=str(tmp_path / "e.pt"), out_dir=str(tmp_path / "o"),
+                                 predictions_csv=str(tmp_path / "p.csv"), device_spec="cpu", **files))
+    with pytest.raises(ValueError, match=bad):
+        run_cli("aggregate", dict(modes=["corrected", "published"], metrics_paths=[str(tmp_path / "m.json")],
+                                  table_csv=str(tmp_path / "t.csv"), runs_csv=str(tmp_path / "r.csv")))
+    with pytest.raises(af.AmesFitError, match=bad):
+        run_cli("fit", dict(mode="published", seed=0, prepared_npz=str(out / "prepared.npz"),
+                            out_npz=str(tmp_path / "fits.npz"), out_json=str(tmp_path / "fits.json")))
+    # an old flag's name is not an argument (the function's is), and is named
+    with pytest.raises(SystemExit, match=r"ames evaluate: unknown argument\(s\) predictions; "
+                                         r"missing argument\(s\) predictions_csv"):
+        run_cli("evaluate", dict(mode="corrected", emulator=str(tmp_path / "e.pt"), out_dir=str(tmp_path / "o"),
+                                 predictions=str(tmp_path / "p.csv"), **files))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seed0"]
 
 
 # ----------------------------------------------------------------------------- emulator
@@ -282,36 +310,36 @@ def tiny_run(packaged, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     lines = (packaged / "raw.csv").read_text().splitlines(keepends=True)
     (out / "subset.csv").write_text("".join(lines[: SUBSET_ROWS + 1]))
-    pj = json.dumps(TINY | {"source": str(out / "subset.csv")})
+    pj = TINY | {"source": str(out / "subset.csv")}
     raw, prov = str(out / "raw/ames.csv"), str(out / "raw/ames.provenance.json")
-    assert run_cli(["download", "--params", pj, "--out-csv", raw, "--out-provenance", prov]) == 0
-    seeds = ["0", "1"]
+    assert run_cli("download", dict(params=pj, out_csv=raw, out_provenance=prov)) == 0
+    seeds = [0, 1]
     prepared = [str(out / f"data/seed{s}/prepared.npz") for s in seeds]
     for s, npz in zip(seeds, prepared):
-        assert run_cli(["prepare", "--params", pj, "--csv", raw, "--provenance", prov, "--seed", s, "--out", npz,
-                        "--out-meta", npz[:-4] + ".json"]) == 0
+        assert run_cli("prepare", dict(params=pj, csv_path=raw, provenance_path=prov, seed=s, out_npz=npz,
+                                       out_meta=npz[:-4] + ".json")) == 0
     for mode in ex.MODES:
         for s in seeds:
-            assert run_cli(["fit", "--params", pj, "--mode", mode, "--seed", s, "--prepared", prepared[int(s)],
-                            "--out", str(out / f"{mode}/seed{s}/fits.npz"),
-                            "--out-json", str(out / f"{mode}/seed{s}/fits.json")]) == 0
+            assert run_cli("fit", dict(params=pj, mode=mode, seed=s, prepared_npz=prepared[s],
+                                       out_npz=str(out / f"{mode}/seed{s}/fits.npz"),
+                                       out_json=str(out / f"{mode}/seed{s}/fits.json"))) == 0
         fits = [str(out / f"{mode}/seed{s}/fits.npz") for s in seeds]
-        for flag, name in (([], "emulator"), (["--blind"], "blind")):  # the model, then its baseline (same step)
-            assert run_cli(["train", *flag, "--params", pj, "--mode", mode, "--seeds", *seeds, "--prepared", *prepared,
-                            "--fits", *fits, "--out", str(out / f"{mode}/{name}.pt"), "--checkpoint-dir",
-                            str(out / f"{mode}/ckpt"), "--device", "cpu", "--threads", "1"]) == 0
-        assert run_cli(["evaluate", "--mode", mode, "--seeds", *seeds, "--prepared", *prepared, "--fits", *fits,
-                        "--emulator", str(out / f"{mode}/emulator.pt"), "--blind", str(out / f"{mode}/blind.pt"),
-                        "--out-dir", str(out / mode),
-                        "--predictions", str(out / f"{mode}/predictions.csv"), "--device", "cpu"]) == 0
+        for blind, name in ((False, "emulator"), (True, "blind")):  # the model, then its baseline (same step)
+            assert run_cli("train", dict(blind=blind, params=pj, mode=mode, seeds=seeds, prepared_paths=prepared,
+                                         fits_paths=fits, out=str(out / f"{mode}/{name}.pt"),
+                                         checkpoint_dir=str(out / f"{mode}/ckpt"), device_spec="cpu"), threads=1) == 0
+        assert run_cli("evaluate", dict(mode=mode, seeds=seeds, prepared_paths=prepared, fits_paths=fits,
+                                        emulator=str(out / f"{mode}/emulator.pt"), blind=str(out / f"{mode}/blind.pt"),
+                                        out_dir=str(out / mode), predictions_csv=str(out / f"{mode}/predictions.csv"),
+                                        device_spec="cpu")) == 0
     metrics = [str(out / f"{m}/seed{s}/metrics.json") for m in ex.MODES for s in seeds]
-    assert run_cli(["aggregate", "--modes", *ex.MODES, "--metrics", *metrics, "--table", str(out / "tables/ames.csv"),
-                    "--runs", str(out / "tables/ames_runs.csv"),
-                    "--ablation-table", str(out / "tables/ames_ablation.csv")]) == 0
-    assert run_cli(["figure", "--table", str(out / "tables/ames.csv"), "--runs", str(out / "tables/ames_runs.csv"),
-                    "--predictions", *[str(out / f"{m}/predictions.csv") for m in ex.MODES],
-                    "--out", str(out / "figures/ames"), "--ablation-table", str(out / "tables/ames_ablation.csv"),
-                    "--ablation-out", str(out / "figures/ames_ablation")]) == 0
+    assert run_cli("aggregate", dict(modes=list(ex.MODES), metrics_paths=metrics,
+                                     table_csv=str(out / "tables/ames.csv"), runs_csv=str(out / "tables/ames_runs.csv"),
+                                     ablation_csv=str(out / "tables/ames_ablation.csv"))) == 0
+    assert run_cli("figure", dict(table=str(out / "tables/ames.csv"), runs_csv=str(out / "tables/ames_runs.csv"),
+                                  predictions=[str(out / f"{m}/predictions.csv") for m in ex.MODES],
+                                  out=str(out / "figures/ames"), ablation_table=str(out / "tables/ames_ablation.csv"),
+                                  ablation_out=str(out / "figures/ames_ablation"))) == 0
     return out
 
 
@@ -430,7 +458,7 @@ def test_baseline_with_another_budget_or_other_files_is_refused(tiny_run, tmp_pa
     prepared = [str(tiny_run / f"data/seed{s}/prepared.npz") for s in seeds]
     fits = [str(tiny_run / f"corrected/seed{s}/fits.npz") for s in seeds]
     for blind, name in ((False, "e2.pt"), (True, "b2.pt")):
-        ex.train_mode(TINY | {"epochs": 2}, "corrected", seeds, prepared, fits, tmp_path / name, device_spec="cpu",
+        ex.train_mode("corrected", seeds, prepared, fits, tmp_path / name, TINY | {"epochs": 2}, device_spec="cpu",
                       threads=1, blind=blind)
     with pytest.raises(ValueError, match=r"budget differs from the model's: epochs: model 1, baseline 2"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
@@ -441,7 +469,7 @@ def test_baseline_with_another_budget_or_other_files_is_refused(tiny_run, tmp_pa
     with pytest.raises(ValueError, match="holds 'reference_code' emulators, not 'corrected'"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
                          tmp_path / "p.csv", "cpu", blind=tiny_run / "reference_code/blind.pt")
-    ex.train_mode(TINY, "corrected", seeds, prepared[::-1], fits[::-1], tmp_path / "b3.pt", device_spec="cpu",
+    ex.train_mode("corrected", seeds, prepared[::-1], fits[::-1], tmp_path / "b3.pt", TINY, device_spec="cpu",
                   threads=1, blind=True)
     with pytest.raises(ValueError, match="seed 0: the weight-blind baseline .*b3.pt was not trained on the files of"):
         ex.evaluate_mode("corrected", seeds, prepared, fits, tiny_run / "corrected/emulator.pt", tmp_path / "o",
@@ -507,13 +535,13 @@ def test_killed_training_resumes_to_the_same_frozen_weights(tiny_run, tmp_path, 
                 fits_paths=[str(tiny_run / f"reference_code/seed{s}/fits.npz") for s in seeds],
                 device_spec="cpu", threads=1)
     params = TINY | {"epochs": 2, "checkpoint_every": 1}
-    straight = ex.train_mode(params, out=tmp_path / "straight.pt", **args)
+    straight = ex.train_mode(params=params, out=tmp_path / "straight.pt", **args)
     monkeypatch.setenv(FAIL_ENV, "1")
     with pytest.raises(RuntimeError, match="injected failure"):
-        ex.train_mode(params, out=tmp_path / "resumed.pt", checkpoint_dir=tmp_path / "ckpt", **args)
+        ex.train_mode(params=params, out=tmp_path / "resumed.pt", checkpoint_dir=tmp_path / "ckpt", **args)
     assert not (tmp_path / "resumed.pt").exists() and list((tmp_path / "ckpt").glob("h*.pt"))
     monkeypatch.delenv(FAIL_ENV)
-    resumed = ex.train_mode(params, out=tmp_path / "resumed.pt", checkpoint_dir=tmp_path / "ckpt", **args)
+    resumed = ex.train_mode(params=params, out=tmp_path / "resumed.pt", checkpoint_dir=tmp_path / "ckpt", **args)
     (group,) = resumed["timing"]["groups"].values()
     assert group["resumed_from_epoch"] == 1 and group["epochs_run_this_call"] == 1
     assert resumed["param_digest"] == straight["param_digest"]

@@ -5,7 +5,6 @@ No network: the OpenML path runs against a stubbed ``sklearn.datasets.fetch_open
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import logging
@@ -20,7 +19,6 @@ from sklearn.utils import Bunch
 
 from algo_emu.config import load_schema
 from algo_emu.data import ames
-from algo_emu.experiments import ames as ames_cli
 from algo_emu.io import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,17 +84,17 @@ def listing(path: Path) -> list[str]:
     return sorted(p.name for p in path.rglob("*")) if path.exists() else []
 
 
-def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    ames_cli.add_parser(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
+def run_cli(step: str, job: dict) -> int:
+    """``python -m algo_emu ames <step> JOB``, in this process."""
+    from algo_emu.cli import main
+
+    return main(["ames", step, json.dumps(job)])
 
 
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory):
     out = tmp_path_factory.mktemp("packaged")
-    prov = ames.download({"source": "packaged"}, out / "ames.csv", out / "ames.provenance.json")
+    prov = ames.download(out / "ames.csv", out / "ames.provenance.json", {"source": "packaged"})
     return out / "ames.csv", out / "ames.provenance.json", prov
 
 
@@ -135,7 +133,7 @@ def test_openml_stub_pinned_and_unpinned(tmp_path, monkeypatch):
     frame = kaggle_like()
     calls = stub_openml(monkeypatch, frame)
     out = tmp_path / "a"
-    prov = ames.download({"source": "openml"}, out / "ames.csv", out / "prov.json")
+    prov = ames.download(out / "ames.csv", out / "prov.json", {"source": "openml"})
     assert calls and calls[0]["data_id"] == 42165 and calls[0]["as_frame"] is True
     assert prov["source"] == "openml" and prov["data_id"] == 42165
     assert prov["openml"]["name"] == "house_prices" and prov["openml"]["md5_checksum"] == "0" * 32
@@ -144,26 +142,26 @@ def test_openml_stub_pinned_and_unpinned(tmp_path, monkeypatch):
     assert prov["column_types"]["Alley"] == "categorical" and prov["n_rows"] == 1460
     # pinned to the right value: verified
     b = tmp_path / "b"
-    prov_b = ames.download({"source": "openml", "openml_sha256": prov["sha256"]}, b / "ames.csv", b / "prov.json")
+    prov_b = ames.download(b / "ames.csv", b / "prov.json", {"source": "openml", "openml_sha256": prov["sha256"]})
     assert prov_b["sha256_verified"] is True and prov_b["sha256"] == prov["sha256"]
     # pinned to a wrong value: error naming the key, nothing written
     c = tmp_path / "c"
     with pytest.raises(ames.AmesDataError, match="ames.openml_sha256"):
-        ames.download({"source": "openml", "openml_sha256": "f" * 64}, c / "ames.csv", c / "prov.json")
+        ames.download(c / "ames.csv", c / "prov.json", {"source": "openml", "openml_sha256": "f" * 64})
     assert listing(c) == []
 
 
 def test_openml_failure_without_fallback(tmp_path, monkeypatch):
     stub_openml(monkeypatch, exc=urllib.error.URLError("Name or service not known"))
     with pytest.raises(ames.AmesDataError, match="OpenML data id 42165"):
-        ames.download({"source": "openml"}, tmp_path / "ames.csv", tmp_path / "prov.json")
+        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "openml"})
     assert listing(tmp_path) == []
 
 
 def test_auto_falls_back_to_packaged_loudly(tmp_path, monkeypatch, caplog):
     calls = stub_openml(monkeypatch, exc=urllib.error.URLError("Name or service not known"))
     with caplog.at_level(logging.WARNING, logger="algo_emu.data.ames"):
-        prov = ames.download({"source": "auto"}, tmp_path / "ames.csv", tmp_path / "prov.json")
+        prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "auto"})
     assert calls[0]["n_retries"] == 1 and calls[0]["data_id"] == 42165
     assert prov["source_requested"] == "auto" and prov["source"] == "packaged"
     assert prov["fallback"]["from"] == "openml" and "URLError" in prov["fallback"]["reason"]
@@ -185,7 +183,7 @@ def test_auto_through_real_sklearn_with_network_stubbed(tmp_path, monkeypatch):
     monkeypatch.setattr(sk_openml, "urlopen", no_network)
     monkeypatch.setattr(sk_openml.time, "sleep", lambda s: None)
     with pytest.warns(UserWarning, match="network error"):
-        prov = ames.download({"source": "auto"}, tmp_path / "ames.csv", tmp_path / "prov.json")
+        prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "auto"})
     # n_retries=1, and scikit-learn tries once more after clearing its cache: at most 4 requests
     assert urls and all("42165" in u for u in urls) and len(urls) <= 4
     assert prov["source"] == "packaged" and "stubbed: no network" in prov["fallback"]["reason"]
@@ -194,13 +192,13 @@ def test_auto_through_real_sklearn_with_network_stubbed(tmp_path, monkeypatch):
 def test_auto_does_not_hide_bugs_behind_the_fallback(tmp_path, monkeypatch):
     stub_openml(monkeypatch, exc=TypeError("a programming error, not a network one"))
     with pytest.raises(TypeError, match="programming error"):
-        ames.download({"source": "auto"}, tmp_path / "ames.csv", tmp_path / "prov.json")
+        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "auto"})
     assert listing(tmp_path) == []
 
 
 def test_auto_uses_openml_when_it_answers(tmp_path, monkeypatch):
     stub_openml(monkeypatch, kaggle_like())
-    prov = ames.download({}, tmp_path / "ames.csv", tmp_path / "prov.json")  # default source: auto
+    prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {})  # default source: auto
     assert prov["source"] == "openml" and prov["fallback"] is None
 
 
@@ -208,10 +206,10 @@ def test_local_csv_source(tmp_path):
     src = tmp_path / "mine.csv"
     kaggle_like().to_csv(src, index=False)
     out = tmp_path / "out"
-    prov = ames.download({"source": str(src)}, out / "ames.csv", out / "prov.json")
+    prov = ames.download(out / "ames.csv", out / "prov.json", {"source": str(src)})
     assert prov["source"] == "local" and prov["sha256"] == sha256_file(src) == sha256_file(out / "ames.csv")
     assert (out / "ames.csv").read_bytes() == src.read_bytes()
-    prov2 = ames.download({"source": str(src), "local_sha256": prov["sha256"]}, out / "x.csv", out / "x.json")
+    prov2 = ames.download(out / "x.csv", out / "x.json", {"source": str(src), "local_sha256": prov["sha256"]})
     assert prov2["sha256_verified"] is True
 
 
@@ -220,14 +218,14 @@ def test_local_csv_source(tmp_path):
 
 def test_unknown_source_names_key_and_values(tmp_path):
     with pytest.raises(ames.AmesDataError, match=r"ames\.source.*'auto', 'openml', 'packaged'.*'kaggle'"):
-        ames.download({"source": "kaggle"}, tmp_path / "ames.csv", tmp_path / "prov.json")
+        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "kaggle"})
     assert listing(tmp_path) == []
 
 
 def test_cli_unknown_source_fails(tmp_path):
     with pytest.raises(ames.AmesDataError, match="ames.source"):
-        run_cli(["download", "--params", '{"source": "nope"}', "--out-csv", str(tmp_path / "a.csv"),
-                 "--out-provenance", str(tmp_path / "a.json")])  # fmt: skip
+        run_cli("download", dict(params={"source": "nope"}, out_csv=str(tmp_path / "a.csv"),
+                                 out_provenance=str(tmp_path / "a.json")))
     assert listing(tmp_path) == []
 
 
@@ -236,7 +234,7 @@ def test_local_checksum_mismatch(tmp_path):
     small_frame().to_csv(src, index=False)
     out = tmp_path / "out"
     with pytest.raises(ames.AmesDataError, match=r"checksum mismatch.*ames\.local_sha256"):
-        ames.download({"source": str(src), "local_sha256": "0" * 64}, out / "ames.csv", out / "prov.json")
+        ames.download(out / "ames.csv", out / "prov.json", {"source": str(src), "local_sha256": "0" * 64})
     assert listing(out) == []
 
 
@@ -244,7 +242,7 @@ def test_local_missing_target(tmp_path):
     src = tmp_path / "noprice.csv"
     small_frame().rename(columns={"SalePrice": "price"}).to_csv(src, index=False)
     with pytest.raises(ames.AmesDataError, match=r"noprice\.csv.*'SalePrice' is missing.*price"):
-        ames.download({"source": str(src)}, tmp_path / "out" / "ames.csv", tmp_path / "out" / "prov.json")
+        ames.download(tmp_path / "out" / "ames.csv", tmp_path / "out" / "prov.json", {"source": str(src)})
     assert listing(tmp_path / "out") == []
 
 
@@ -255,18 +253,18 @@ def test_local_truncated_and_corrupted(tmp_path):
     cut = tmp_path / "cut.csv"
     cut.write_bytes(b"".join(lines[:30]) + lines[30][: lines[30].index(b",") + 1])  # cut inside a row
     with pytest.raises(ames.AmesDataError, match=r"cut\.csv: line 31 has 2 fields, the header has 6.*truncated"):
-        ames.download({"source": str(cut)}, tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json")
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(cut)})
     cut.write_bytes(b"".join(lines[:30]) + lines[30][:-3])  # cut inside the last field
     with pytest.raises(ames.AmesDataError, match=r"cut\.csv: does not end with a newline \(truncated"):
-        ames.download({"source": str(cut)}, tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json")
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(cut)})
     garbage = tmp_path / "garbage.csv"
     garbage.write_bytes(b"Id,SalePrice\n1,2\n\xff\xfe\x00\x81binary")
     with pytest.raises(ames.AmesDataError, match=r"garbage\.csv: not a UTF-8"):
-        ames.download({"source": str(garbage)}, tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json")
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(garbage)})
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     with pytest.raises(ames.AmesDataError, match=r"empty\.csv: empty file"):
-        ames.download({"source": str(empty)}, tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json")
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(empty)})
     assert listing(tmp_path / "o") == []
 
 
@@ -277,7 +275,7 @@ def test_prepare_detects_file_changed_after_download(packaged, tmp_path):
     bad.write_bytes(data[: len(data) - 5000])  # truncated
     out = tmp_path / "seed0"
     with pytest.raises(ames.AmesDataError, match=r"checksum mismatch: .*ames\.csv.*ames\.provenance\.json"):
-        ames.prepare({}, bad, prov_path, 0, out / "prepared.npz", out / "prepared.json")
+        ames.prepare(bad, prov_path, 0, out / "prepared.npz", out / "prepared.json", {})
     assert listing(out) == []
 
 
@@ -369,9 +367,9 @@ def test_prepare_cli_deterministic_per_seed(packaged, tmp_path):
     outs = {}
     for tag, seed in (("a", 0), ("b", 0), ("c", 1)):
         out = tmp_path / tag
-        rc = run_cli(["prepare", "--params", '{"test_fraction": 0.2, "lr": 0.001}', "--csv", str(csv),
-                      "--provenance", str(prov_path), "--seed", str(seed),
-                      "--out", str(out / "prepared.npz"), "--out-meta", str(out / "prepared.json")])  # fmt: skip
+        rc = run_cli("prepare", dict(params={"test_fraction": 0.2, "lr": 0.001}, csv_path=str(csv),
+                                     provenance_path=str(prov_path), seed=seed, out_npz=str(out / "prepared.npz"),
+                                     out_meta=str(out / "prepared.json")))
         assert rc == 0 and listing(out) == ["prepared.json", "prepared.npz"]
         outs[tag] = (ames.load_prepared(out / "prepared.npz"), json.loads((out / "prepared.json").read_text()))
     (a, ma), (b, mb), (c, mc) = outs["a"], outs["b"], outs["c"]

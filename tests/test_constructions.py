@@ -8,7 +8,6 @@ against hand-written ones, and the multi-step bound.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -443,31 +442,28 @@ def test_schema_defaults_match_code_defaults():
 
 
 def test_cli_study_library_multistep_and_figures(tmp_path):
-    from algo_emu.experiments import constructions as cmd
+    import json
 
-    parser = argparse.ArgumentParser()
-    cmd.add_parser(parser)
+    from algo_emu.cli import main
+
     params = {
         "instances": 2,
         "beta_study": {"beta_d2": [0.01, 0.5, 4.0]},
         "library": {"P": 161, "instances": 1, "algorithms": ["attention_head", "gd_logistic"]},
         "multistep": {"P": 161, "instances": 1, "steps": 2, "losses": ["squared"]},
     }
-    import json
-
-    p = json.dumps(params)
-    for step, extra in [("study", ["--study", "beta"]), ("library", []), ("multistep", [])]:
+    for step, extra in [("study", {"study": "beta"}), ("library", {}), ("multistep", {})]:
         kind = "beta" if step == "study" else step
         out = tmp_path / f"construction_{kind}.csv"
-        args = parser.parse_args([step, *extra, "--params", p, "--seeds", "0", "1", "--out-csv", str(out),
-                                  "--out-per-seed", str(tmp_path / f"{kind}_per_seed.csv"),
-                                  "--out-meta", str(tmp_path / f"{kind}.json")])
-        assert args.func(args) == 0
+        job = {**extra, "params": params, "seeds": [0, 1], "out_csv": str(out),
+               "out_per_seed": str(tmp_path / f"{kind}_per_seed.csv"), "out_meta": str(tmp_path / f"{kind}.json")}
+        assert main(["constructions", step, json.dumps(job), "--threads", "1"]) == 0
         table = pd.read_csv(out)
         assert out.with_suffix(".md").exists() and out.with_suffix(".tex").exists()
-        assert (tmp_path / f"{kind}.json").exists()
-        fig = parser.parse_args(["figure", "--kind", kind, "--table", str(out), "--out", str(tmp_path / kind)])
-        assert fig.func(fig) == 0
+        meta = json.loads((tmp_path / f"{kind}.json").read_text())
+        assert meta["params"] == params and meta["seeds"] == [0, 1]
+        fig = {"kind": kind, "table": str(out), "out": str(tmp_path / kind)}
+        assert main(["constructions", "figure", json.dumps(fig)]) == 0
         assert (tmp_path / f"{kind}.pdf").stat().st_size > 0 and (tmp_path / f"{kind}.png").stat().st_size > 0
         if kind == "beta":
             assert list(table["beta_d2"].round(6)) == [0.01, 0.5, 4.0]
@@ -483,6 +479,25 @@ def test_cli_study_library_multistep_and_figures(tmp_path):
             assert (table["end_tol"] == 1e-12).all() and (table["end_margin"] > 2.0).all()  # P = 161: 2.02
         if kind == "multistep":
             assert (table["within_inf"] == 1.0).all()
+
+
+def test_cli_job_errors_name_the_argument():
+    import json
+
+    from algo_emu.cli import bind_job, main
+
+    with pytest.raises(SystemExit, match="unknown argument.*out_cvs"):
+        main(["constructions", "library", json.dumps({"seeds": [0], "out_cvs": "x.csv"})])
+    with pytest.raises(SystemExit, match="missing argument.*study"):
+        bind_job("constructions", "study", {"seeds": [0], "out_csv": "x.csv"})
+    with pytest.raises(SystemExit, match="threads goes in --threads"):
+        bind_job("constructions", "library", {"seeds": [0], "out_csv": "x.csv", "threads": 2})
+    with pytest.raises(ValueError, match="unknown study 'q'"):
+        main(["constructions", "study", json.dumps({"study": "q", "seeds": [0], "out_csv": "x.csv"})])
+    # params may be omitted (every default), as --params could; no declared keys to check (no PARAMS_OF)
+    assert "params" not in bind_job("constructions", "multistep", {"seeds": [0], "out_csv": "x.csv"}, threads=2)
+    assert bind_job("constructions", "library", {"params": {"any": 1}, "seeds": [0], "out_csv": "x"})["params"] == {
+        "any": 1}
 
 
 def test_seed_streams_are_reproducible_and_distinct():

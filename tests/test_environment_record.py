@@ -103,10 +103,12 @@ def test_a_compute_step_of_the_command_line_records_flushed_denormals():
     import subprocess
     import sys
 
-    code = ("import json, sys; from algo_emu import cli, runtime; from algo_emu.runner import Runner; "
-            "step = cli.Step('probe', '', lambda device_spec, threads: print(json.dumps({k: "
-            "Runner(device_spec, threads).environment()[k] for k in ('flush_denormals', 'reuse_freed_memory')})), "
-            "cli.RUNTIME); import argparse; ns = argparse.Namespace(device_spec='cpu', threads=2); cli._run_step(step, ns)")
+    code = ("import json, sys, types; from algo_emu import cli; from algo_emu.runner import Runner\n"
+            "def probe(device_spec, threads):\n"
+            "    print(json.dumps({k: Runner(device_spec, threads).environment()[k] "
+            "for k in ('flush_denormals', 'reuse_freed_memory')}))\n"
+            "sys.modules['probe'] = types.SimpleNamespace(STEPS={'probe': probe}); cli.STEP_MODULES['probe'] = 'probe'\n"
+            "cli.main(['probe', 'probe', json.dumps({'device_spec': 'cpu'}), '--threads', '2'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"flush_denormals": True, "reuse_freed_memory": True}
 

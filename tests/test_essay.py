@@ -234,3 +234,31 @@ def test_training_leaves_the_global_generator_alone():
     torch.manual_seed(999)  # another global state: the same model (its init has its own seed)
     b, _ = train_variant(small, "gaussian", 0, torch.device("cpu"))
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+
+
+def test_cli_jobs_bind_to_the_step_functions(tmp_path):
+    import json
+
+    from algo_emu.cli import bind_job, describe, main
+    from algo_emu.config import schema_defaults
+    from algo_emu.experiments import essay
+
+    listing = describe("essay")
+    for step, func in essay.STEPS.items():
+        assert f"  {step}(" in listing and func.__doc__.strip().splitlines()[0] in listing
+    section = schema_defaults("essay")
+    job = {"params": section, "variant": "narrow", "seed": 0, "init": "g.pt", "out_model": "m.pt",
+           "out_metrics": "m.json", "device_spec": "cpu"}
+    kwargs = bind_job("essay", "train", job, threads=3)
+    assert kwargs["threads"] == 3 and kwargs["init"] == "g.pt" and set(kwargs["params"]) <= set(section)
+    with pytest.raises(SystemExit, match=r"essay evaluate reads .*essay\.eval.*missing from params"):
+        bind_job("essay", "evaluate", {"params": {}, "seed": 0, "models": [], "out_raw": "r", "out_metrics": "m"})
+    with pytest.raises(SystemExit, match="unknown argument.*out_csvs"):
+        bind_job("essay", "equivalences", {"params": section, "seeds": [0], "out_csvs": "x.csv"})
+    # models stays a list of <variant>=<checkpoint path> strings
+    with pytest.raises(SystemExit, match="models entries are <variant>=<path>, got 'gaussian'"):
+        main(["essay", "evaluate", json.dumps({"params": section, "seed": 0, "models": ["gaussian"], "device_spec": "cpu",
+                                               "out_raw": str(tmp_path / "r.pt"), "out_metrics": str(tmp_path / "m.json")}),
+              "--threads", "1"])
+    with pytest.raises(ValueError, match="kind must be icl or equivalences, got 'curves'"):
+        main(["essay", "figure", json.dumps({"params": {}, "kind": "curves", "out": str(tmp_path / "f")})])

@@ -210,8 +210,8 @@ def test_fault_full_disk_names_the_file_and_leaves_nothing_half_written(small_tm
     assert list(mnt.iterdir()) == []  # no output, no temporary file
     # a data step through the command line: a clear error, no data set, no sidecar; rerun with space: made
     params = heads_params | {"n_prompts": 2000}
-    cmd = [sys.executable, "-m", "algo_emu", "heads", "data", "--params", json.dumps(params), "--seed", "0",
-           "--out", str(mnt / "data" / "dataset.pt")]
+    cmd = [sys.executable, "-m", "algo_emu", "heads", "data",
+           json.dumps({"params": params, "seed": 0, "path": str(mnt / "data" / "dataset.pt")})]
     proc = _run(cmd, timeout=300)
     assert proc.returncode != 0
     assert f"DiskFullError: [Errno 28] no space left on the device of {mnt}/data: {mnt}/data/dataset.pt not written" \
@@ -620,7 +620,7 @@ def test_fault_kill9_at_the_report_rule_then_rerun_gives_the_same_tables_and_rep
     baseline = _tables(all_baseline)
     run = _start(_snakemake_cmd(work, TINY, "all", "--forcerun", "replication"))
     try:
-        step = _wait(lambda: _step(run.pid, "algo_emu.report replication"), 1200, "the report step", run)
+        step = _wait(lambda: _step(run.pid, "algo_emu report replication"), 1200, "the report step", run)
         os.kill(step, signal.SIGKILL)
         run.wait(timeout=600)
         assert run.returncode != 0 and not (work / "results" / "replication.md").exists()

@@ -162,15 +162,14 @@ def test_grouped_heads_job_writes_the_per_setting_records_and_resumes(heads_para
             _same(alone[protocol][s], straight[protocol][s])
             assert any("test_mse" in h for h in straight[protocol][s]["history"])
     ckpt = tmp_path / "group.pt"
-    argv = ["train-group", "--params", json.dumps(heads_params), "--heads", "2", "--p", "7", "--seeds", "0", "1",
-            "--protocols", "published", "independent", "--data", *data, "--out-root", str(tmp_path / "resumed"),
-            "--checkpoint", str(ckpt), "--device", "cpu", "--threads", "1", "--steps-per-call", "2"]
+    job = dict(params=heads_params, H=2, p=7, seeds=[0, 1], protocols=["published", "independent"], data_paths=data,
+               out_root=str(tmp_path / "resumed"), checkpoint=str(ckpt), device_spec="cpu", steps_per_call=2)
     monkeypatch.setenv(FAIL_ENV, "1")
     with pytest.raises(RuntimeError, match="injected failure"):
-        _cli(e1, argv)
+        _cli("heads", "train-group", job)
     assert torch.load(ckpt, weights_only=False)["epoch"] == 1
     monkeypatch.delenv(FAIL_ENV)
-    _cli(e1, argv)
+    _cli("heads", "train-group", job)
     for protocol in alone:
         for s in (0, 1):
             resumed = json.loads((tmp_path / "resumed" / protocol / "runs" / "H2_p7" / f"seed{s}" / "metrics.json").read_text())
@@ -178,13 +177,11 @@ def test_grouped_heads_job_writes_the_per_setting_records_and_resumes(heads_para
             _same(straight[protocol][s], resumed)
 
 
-def _cli(module, argv):
-    import argparse
+def _cli(experiment, step, job):
+    """``python -m algo_emu <experiment> <step> JOB --threads 1``, in this process."""
+    from algo_emu.cli import main
 
-    parser = argparse.ArgumentParser()
-    module.add_parser(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main([experiment, step, json.dumps(job), "--threads", "1"])
 
 
 def test_grouped_statistical_job_saves_the_per_setting_models(tmp_path):
@@ -194,9 +191,9 @@ def test_grouped_statistical_job_saves_the_per_setting_models(tmp_path):
     params = copy.deepcopy(E3_TINY)
     alone = [e3.train_setting(params, "fitted", 1, [0, 1], tmp_path / f"alone{b}.pt", None, "cpu", 1, blind=b)
              for b in (False, True)]
-    _cli(e3, ["train", "--params", json.dumps(params), "--mode", "fitted", "--heads", "1", "--seeds", "0", "1",
-              "--model", str(tmp_path / "model.pt"), "--blind-model", str(tmp_path / "blind.pt"), "--device", "cpu",
-              "--threads", "1", "--steps-per-call", "4"])
+    _cli("statistical", "train", dict(params=params, mode="fitted", H=1, seeds=[0, 1], model_path=str(tmp_path / "model.pt"),
+                                      blind_path=str(tmp_path / "blind.pt"), checkpoint=None, device_spec="cpu",
+                                      steps_per_call=4))
     for a, name in zip(alone, ("model", "blind")):
         g = json.loads((tmp_path / f"{name}.pt.json").read_text())
         assert a["meta"] == g["meta"] and a["params"] == g["params"] and a["config_hash"] == g["config_hash"]
@@ -217,8 +214,8 @@ def test_grouped_theorem31_job_writes_the_per_setting_records(tmp_path):
     params = schema_defaults("theorem31") | {"n_prompts": 40, "n_tokens": 4, "d": 3, "hidden": 8,
                                              "fs": ["tanh", "identity"], "epochs": 2, "batch_size": 8}
     alone = {b: e2.train_setting(params, 6, [0, 1], tmp_path / f"alone{b}", None, "cpu", 1, blind=b) for b in (False, True)}
-    _cli(e2, ["train", "--params", json.dumps(params), "--p", "6", "--seeds", "0", "1", "--out-dir", str(tmp_path / "model"),
-              "--blind-out-dir", str(tmp_path / "blind"), "--device", "cpu", "--threads", "1", "--steps-per-call", "3"])
+    _cli("theorem31", "train", dict(params=params, p=6, seeds=[0, 1], out_dir=str(tmp_path / "model"), checkpoint=None,
+                                    blind_out_dir=str(tmp_path / "blind"), device_spec="cpu", steps_per_call=3))
     for s in (0, 1):
         model = json.loads((tmp_path / "model" / f"seed{s}" / "metrics.json").read_text())
         blind = json.loads((tmp_path / "blind" / f"seed{s}" / "metrics.json").read_text())

@@ -68,6 +68,43 @@ def test_published_protocol_refuses_the_wrong_data(params, tmp_path):
                          protocol="published")
 
 
+def _cli(step: str, job: dict, threads: int | None = None):
+    """``python -m algo_emu heads <step> JOB [--threads N]``, in this process."""
+    from algo_emu.cli import main
+
+    return main(["heads", step, json.dumps(job)] + (["--threads", str(threads)] if threads else []))
+
+
+def test_data_and_train_through_the_cli_and_its_errors_name_the_argument(params, tmp_path):
+    data = str(tmp_path / "pub.pt")
+    _cli("data", dict(params=params, seed=0, protocol="published", path=data))
+    job = dict(params=params, H=1, p=7, seeds=[0, 1], data_paths=[data], out_dir=str(tmp_path / "cli"),
+               device_spec="cpu", protocol="published")
+    _cli("train", job, threads=1)
+    rec = json.loads((tmp_path / "cli" / "seed1" / "metrics.json").read_text())
+    assert (rec["protocol"], rec["setting"], rec["params"]["n_prompts"]) == ("published", {"heads": 1, "p": 7},
+                                                                           params["n_prompts"])
+    assert rec["mse"] == _published_run(params, tmp_path)[1]["mse"]  # the step's function, called directly
+    # bind_job: an argument the step does not take, threads inside the job, a key the step reads missing from params
+    with pytest.raises(SystemExit, match=r"unknown argument\(s\) heads"):
+        _cli("train", job | {"heads": 1}, threads=1)
+    with pytest.raises(SystemExit, match="threads goes in --threads"):
+        _cli("train", job | {"threads": 1})
+    with pytest.raises(SystemExit, match="heads.n_prompts"):
+        _cli("train", job | {"params": {k: v for k, v in params.items() if k != "n_prompts"}}, threads=1)
+    # the old argparse choices: a bad protocol or figure kind is an error naming it, before anything is written
+    with pytest.raises(ValueError, match="unknown protocol 'paper'"):
+        _cli("data", dict(params=params, seed=0, protocol="paper", path=str(tmp_path / "bad.pt")))
+    with pytest.raises(ValueError, match="unknown protocol 'paper'"):
+        _cli("train", job | {"protocol": "paper", "out_dir": str(tmp_path / "bad")}, threads=1)
+    with pytest.raises(ValueError, match="unknown protocol 'paper'"):
+        _cli("train-group", dict(params=params, H=1, p=7, seeds=[0, 1], protocols=["paper"], data_paths=[data, data],
+                                 out_root=str(tmp_path / "bad"), device_spec="cpu"), threads=1)
+    with pytest.raises(ValueError, match="kind: 'heads_vs_mse' is not one of heads, prompt_length"):
+        _cli("figure", dict(kind="heads_vs_mse", table="t.csv", runs_csv="r.csv", out=str(tmp_path / "bad")))
+    assert not (tmp_path / "bad.pt").exists() and not (tmp_path / "bad").exists()
+
+
 def test_tables_paper_values_only_beside_comparable_rows_and_partial_sets(params, tmp_path):
     params = params | {"protocols": ["published"], "heads_sweep": [1, 2], "p_sweep": [7]}
     _published_run(params, tmp_path, H=1)

@@ -13,7 +13,7 @@ import pytest
 
 from algo_emu import paper_values
 from algo_emu.report import MissingOutputs, manifest, replication
-from algo_emu.report.__main__ import main as report_main
+from algo_emu.cli import main as cli_main
 from algo_emu.runtime import REPO_ROOT
 
 PAPER_CFG = {"seeds": list(range(10)), "heads": {"n_prompts": 50_000, "epochs": 50, "p_heads_sweep": 60,
@@ -112,9 +112,12 @@ def test_missing_tables_are_all_named(tmp_path, capsys):
         replication.build(tmp_path, PAPER_CFG, "x")
     assert len(err.value.missing) == len(replication.REQUIRED) - 1
     assert str(tmp_path / "construction_multistep.csv") in str(err.value) and "no partial report" in str(err.value)
-    rc = report_main(["replication", "--tables-dir", str(tmp_path), "--config", "{}", "--config-name", "x",
-                      "--out-md", str(tmp_path / "r.md"), "--out-csv", str(tmp_path / "r.csv")])
-    assert rc == 2 and not (tmp_path / "r.md").exists() and "10 expected output(s) missing" in capsys.readouterr().err
+    job = {"tables_dir": str(tmp_path), "config": {}, "config_name": "x", "out_md": str(tmp_path / "r.md"),
+           "out_csv": str(tmp_path / "r.csv")}
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["report", "replication", json.dumps(job)])
+    assert exit_.value.code == 2 and not (tmp_path / "r.md").exists()
+    assert "10 expected output(s) missing" in capsys.readouterr().err
 
 
 def test_manifest_hashes_and_benchmarks(tmp_path):

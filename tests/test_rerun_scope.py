@@ -60,7 +60,7 @@ RULE_STEPS = {
 }
 #: rules that take the whole config (the replication report's scale column, the manifest's config hash)
 WHOLE_CONFIG = {"replication", "manifest"}
-#: keys a rule takes as a params entry of its own, not through --params: the essay's seeds (all of them in one job)
+#: keys a rule takes as a params entry of its own, not through `params` of its job: the essay's seeds (all of them in one job)
 OWN_PARAMS = {("essay", "seeds"): {"essay_equivalences"}}
 
 

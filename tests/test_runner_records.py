@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import json
@@ -109,68 +108,99 @@ def test_summarise_by_missing_and_duplicate_settings():
 
 
 def _experiment_steps():
-    for name, modname in {**cli.EXPERIMENTS, "report": "algo_emu.report.__main__"}.items():
+    for name, modname in cli.EXPERIMENTS.items():
         module = importlib.import_module(modname)
         yield name, module, getattr(module, "STEPS", None)
 
 
-def test_every_experiment_declares_its_steps_and_each_step_binds_its_function():
+def test_every_experiment_declares_its_steps_and_each_step_is_a_documented_function():
+    from algo_emu.experiments.step_keys import READS
+
     for name, module, steps in _experiment_steps():
-        assert steps, f"{name}: no STEPS declared"
-        for step in steps:
-            sig = inspect.signature(step.func)
-            dests = [a.dest for a in step.args]
-            assert len(set(dests)) == len(dests), f"{name} {step.name}: an option declared twice"
-            sig.bind(**{d: None for d in dests})  # TypeError names an option the function does not take
-            required = [p for p, v in sig.parameters.items() if v.default is inspect.Parameter.empty]
-            assert set(required) <= set(dests), f"{name} {step.name}: {set(required) - set(dests)} has no option"
+        assert isinstance(steps, dict) and steps, f"{name}: no STEPS declared"
+        for step, func in steps.items():
+            assert callable(func) and (func.__doc__ or "").strip(), f"{name} {step}: no docstring (its line in the listing)"
+        for step, reads_as in getattr(module, "PARAMS_OF", {}).items():
+            assert step in steps and (name, reads_as) in READS, f"{name} {step}: PARAMS_OF names no declared step"
+            assert "params" in inspect.signature(steps[step]).parameters, f"{name} {step}"
+    from algo_emu.report import steps as report
+
+    assert set(report.STEPS) == {"replication", "manifest"} and all(f.__doc__ for f in report.STEPS.values())
 
 
-def test_shared_options_are_declared_once_and_train_steps_use_them():
+def test_train_steps_take_the_seeds_the_device_and_threads():
     train_steps = {("heads", "train"), ("theorem31", "train"), ("statistical", "train"),
                    ("statistical", "evaluate"), ("ames", "train"), ("ames", "evaluate")}
-    seen = set()
-    for name, _, steps in _experiment_steps():
-        for step in steps:
-            if (name, step.name) in train_steps:
-                seen.add((name, step.name))
-                assert cli.DEVICE in step.args and cli.THREADS in step.args, f"{name} {step.name}"
-                assert cli.SEEDS in step.args
-    assert seen == train_steps
+    steps = {name: steps for name, _, steps in _experiment_steps()}
+    for name, step in train_steps:
+        parameters = inspect.signature(steps[name][step]).parameters
+        assert {"seeds", "device_spec", "threads"} <= set(parameters), f"{name} {step}"
 
 
 def test_every_weight_blind_baseline_is_its_models_train_step_with_blind():
     """One baseline path: each experiment with a weight-blind baseline trains it with its model's own train step
-    and ``--blind`` (a flag; the same budget keys), never with a step or an output option of its own."""
+    and ``blind`` (a boolean, off by default; the same budget keys), never with a step or an output of its own."""
     with_baseline = {"theorem31", "statistical", "ames"}
     for name, _, steps in _experiment_steps():
-        names = {s.name for s in steps}
-        assert "blind" not in names, f"{name}: a separate baseline step"
-        for step in steps:
-            opts = {a.flag for a in step.args}
-            assert "--out-blind" not in opts, f"{name} {step.name}"
-            if step.name == "train" and name in with_baseline:
-                blind = next(a for a in step.args if a.flag == "--blind")
-                assert blind.kwargs.get("action") == "store_true", name
+        assert "blind" not in steps, f"{name}: a separate baseline step"
+        for step, func in steps.items():
+            parameters = inspect.signature(func).parameters
+            assert "out_blind" not in parameters, f"{name} {step}"
+            if step == "train" and name in with_baseline:
+                assert parameters["blind"].default is False, name
 
 
-def test_a_step_calls_its_function_with_the_parsed_options(tmp_path):
+def _fake_experiment(monkeypatch, calls):
+    import sys
+    import types
+
+    def go(params, H, out_dir, device_spec="auto", threads=None, flag=False):
+        """Demo step."""
+        calls.append((dict(params), H, out_dir, device_spec, threads, flag))
+
+    def table(metrics, out):
+        """Demo table."""
+        calls.append((metrics, out))
+
+    module = types.ModuleType("demo_experiment")
+    module.STEPS, module.PARAMS_OF = {"go": go, "table": table}, {"go": "train"}
+    monkeypatch.setitem(sys.modules, "demo_experiment", module)
+    monkeypatch.setitem(cli.STEP_MODULES, "theorem31", "demo_experiment")  # its params declaration: theorem31 train
+
+
+def test_a_step_is_called_with_its_job_and_threads_and_bad_jobs_are_refused_naming_the_argument(monkeypatch):
+    from algo_emu.experiments.step_keys import reads
+
     calls = []
+    _fake_experiment(monkeypatch, calls)
+    keys = {k: 1 for k in reads("theorem31", "train").keys}
+    assert cli.main(["theorem31", "go", json.dumps({"params": keys | {"other": 2}, "H": 3, "out_dir": "x"}),
+                     "--threads", "2"]) == 0
+    assert calls == [(keys, 3, "x", "auto", 2, False)]  # a key beyond the declaration dropped, threads from --threads
+    assert cli.main(["theorem31", "table", json.dumps({"metrics": ["a"], "out": "t"})]) == 0  # no threads parameter
+    assert calls[-1] == (["a"], "t")
+    bad = {
+        '{"H": 3, "out_dir": "x"}': "missing argument\\(s\\) params",
+        json.dumps({"params": keys, "H": 3, "out_dir": "x", "heads": 2}): "unknown argument\\(s\\) heads",
+        json.dumps({"params": keys, "H": 3, "out_dir": "x", "threads": 2}): "threads goes in --threads",
+        json.dumps({"params": {"d": 1}, "H": 3, "out_dir": "x"}): "theorem31 train reads theorem31.n_prompts",
+    }
+    for job, message in bad.items():
+        with pytest.raises(SystemExit, match=message):
+            cli.main(["theorem31", "go", job])
+    with pytest.raises(SystemExit, match="no step 'nope' \\(steps: go, table\\)"):
+        cli.main(["theorem31", "nope", "{}"])
+    with pytest.raises(SystemExit, match="no experiment 'nope'"):
+        cli.main(["nope", "go", "{}"])
+    with pytest.raises(SystemExit):  # argparse: JOB must be a JSON object
+        cli.main(["theorem31", "go", "[1, 2]"])
+    assert len(calls) == 2
 
-    def fn(params, H, out_dir, device_spec="auto", threads=None, flag=False):
-        calls.append((params, H, out_dir, device_spec, threads, flag))
 
-    parser = argparse.ArgumentParser()
-    cli.steps_parser([cli.Step("go", "help", fn, [cli.PARAMS, cli.arg("--heads", "H", type=int, required=True),
-                                                  cli.OUT_DIR, *cli.RUNTIME, cli.arg("--flag", action="store_true")])])(parser)
-    args = parser.parse_args(["go", "--params", '{"a": 1}', "--heads", "3", "--out-dir", "x", "--threads", "2"])
-    assert args.func(args) == 0
-    assert calls == [({"a": 1}, 3, "x", "auto", 2, False)]
-    assert "--heads HEADS" in parser._subparsers._group_actions[0].choices["go"].format_usage()
-    with pytest.raises(SystemExit):
-        parser.parse_args(["go", "--params", "[1, 2]", "--heads", "3", "--out-dir", "x"])  # not a JSON object
-    with pytest.raises(ValueError, match="steps declared twice"):
-        cli.steps_parser([cli.Step("go", "", fn, []), cli.Step("go", "", fn, [])])
+def test_an_experiment_without_a_step_lists_its_steps(capsys):
+    assert cli.main(["theorem31"]) == 0
+    out = capsys.readouterr().out
+    assert "train(params" in out and "ablation-figure(table" in out and "Error vs p, one line per f" in out
 
 
 # --------------------------------------------------------------------------- the runner

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 
@@ -33,11 +32,11 @@ def params():
     return copy.deepcopy(TINY)
 
 
-def _cli(argv: list[str]):
-    parser = argparse.ArgumentParser()
-    e3.add_parser(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
+def _cli(step: str, job: dict, threads: int | None = None):
+    """``python -m algo_emu statistical <step> JOB [--threads N]``, in this process."""
+    from algo_emu.cli import main
+
+    return main(["statistical", step, json.dumps(job)] + (["--threads", str(threads)] if threads else []))
 
 
 def _snapshot(model):
@@ -155,7 +154,7 @@ def test_evaluation_refuses_data_the_model_was_not_trained_on(params, tmp_path):
 def test_a_shared_data_file_trains_the_model_the_job_would_have_generated_data_for(params, tmp_path, mode):
     paths = [tmp_path / f"seed{s}" / "dataset.pt" for s in (0, 1)]
     for s, path in zip((0, 1), paths):
-        _cli(["data", "--params", json.dumps(params), "--mode", mode, "--seed", str(s), "--out", str(path)])
+        _cli("data", dict(params=params, mode=mode, seed=s, path=str(path)))
         loaded, meta = st.load_dataset(path, {"seed": s})
         assert meta["mode"] == mode and meta["params"] == json.loads(json.dumps(sets.data_spec(params, mode)))
         fresh = e3.generate_data(params, mode, s)
@@ -177,21 +176,20 @@ def test_a_shared_data_file_trains_the_model_the_job_would_have_generated_data_f
 
 
 def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
-    cfg = json.dumps(params)
     metrics = []
     for mode in params["modes"]:
         data = [str(tmp_path / "data" / mode / f"seed{s}" / "dataset.pt") for s in (0, 1)]
         for s, path in zip((0, 1), data):
-            _cli(["data", "--params", cfg, "--mode", mode, "--seed", str(s), "--out", path])
+            _cli("data", dict(params=params, mode=mode, seed=s, path=path))
         for H in params["heads_sweep"]:
             model = tmp_path / "models" / f"{mode}_H{H}.pt"
             blind = tmp_path / "models" / f"{mode}_H{H}_blind.pt"
-            for path, extra in ((model, []), (blind, ["--blind"])):
-                _cli(["train", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(path),
-                      "--data", *data, "--device", "cpu", "--threads", "1", *extra])
+            for path, extra in ((model, {}), (blind, {"blind": True})):
+                _cli("train", dict(params=params, mode=mode, H=H, seeds=[0, 1], model_path=str(path), data_paths=data,
+                                   device_spec="cpu", **extra), threads=1)
             out = tmp_path / "runs" / f"{mode}_H{H}"
-            _cli(["evaluate", "--params", cfg, "--mode", mode, "--heads", str(H), "--seeds", "0", "1", "--model", str(model),
-                  "--blind-model", str(blind), "--out-dir", str(out), "--device", "cpu", "--threads", "1"])
+            _cli("evaluate", dict(params=params, mode=mode, H=H, seeds=[0, 1], model_path=str(model),
+                                  blind_path=str(blind), out_dir=str(out), device_spec="cpu"), threads=1)
             metrics += [str(out / f"seed{s}" / "metrics.json") for s in (0, 1)]
     m = json.loads(open(metrics[0]).read())
     assert m["mode"] == "fitted" and m["headline"] == "emulation" and len(m["train_history"]) == 2
@@ -204,10 +202,10 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
     m_ref = json.loads(open(metrics[-1]).read())
     assert "context_zeroed" not in m_ref["ablation_mse"]["ridge"] and "other_algorithm" in m_ref["ablation_mse"]["ridge"]
     tables = tmp_path / "tables"
-    args = ["aggregate", "--params", cfg, "--metrics", *metrics, "--runs", str(tables / "runs.csv"),
-            "--table", str(tables / "statistical_emulation.csv"), "--ablation-table", str(tables / "abl.csv"),
-            "--ablation-runs", str(tables / "abl_runs.csv")]
-    _cli(args)
+    job = dict(params=params, metrics=metrics, runs_csv=str(tables / "runs.csv"),
+               table_csv=str(tables / "statistical_emulation.csv"), ablation_csv=str(tables / "abl.csv"),
+               ablation_runs_csv=str(tables / "abl_runs.csv"))
+    _cli("aggregate", job)
     tab = pd.read_csv(tables / "statistical_emulation.csv")
     assert list(tab.columns) == statistical_tables.COLUMNS and len(tab) == (4 + 3) * 2 and (tab.n_seeds == 2).all()
     abl = pd.read_csv(tables / "abl.csv")
@@ -217,8 +215,8 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
     none = abl[abl.ablation == "none"].set_index(["mode", "algorithm", "heads"])
     assert none.loc[list(zip(tab["mode"], tab.algorithm, tab.heads)), "mse_over_blind"].tolist() == pytest.approx(
         tab.mse_over_blind.tolist(), rel=1e-12)
-    _cli(["ablation-figure", "--table", str(tables / "abl.csv"), "--runs", str(tables / "abl_runs.csv"),
-          "--out", str(tmp_path / "abl_fig")])
+    _cli("ablation-figure", dict(table=str(tables / "abl.csv"), runs_csv=str(tables / "abl_runs.csv"),
+                                 out=str(tmp_path / "abl_fig")))
     assert (tmp_path / "abl_fig.png").stat().st_size > 1000
     # a metrics file whose baseline had another budget is refused, naming the key
     bad = json.loads(open(metrics[0]).read())
@@ -226,7 +224,7 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(ValueError, match=r"bad.json: the weight-blind baseline's training budget differs from the "
                                          r"model's: lr: model 0.001, baseline 0.01"):
-        _cli([a if a != metrics[0] else str(tmp_path / "bad.json") for a in args])
+        _cli("aggregate", job | {"metrics": [str(tmp_path / "bad.json"), *metrics[1:]]})
     # the baseline given as the model to ablate (its prompt has no weights), and the reverse
     with pytest.raises(ValueError, match="a weight-blind baseline \\(its prompt has no weights\\) was given as the model"):
         e3.evaluate_setting(params, "fitted", 1, [0, 1], tmp_path / "models" / "fitted_H1_blind.pt", tmp_path / "x",
@@ -239,9 +237,36 @@ def test_train_evaluate_aggregate_figure_through_the_cli(params, tmp_path):
     fit = tab[tab["mode"] == "fitted"]
     assert fit.paper_mse.isna().all() and (fit.mse_mean == fit.emulation_mean).all()
     assert (fit.alg_error_mean > 0).all()
-    _cli(["figure", "--table", str(tables / "statistical_emulation.csv"), "--runs", str(tables / "runs.csv"),
-          "--out", str(tmp_path / "fig")])
+    _cli("figure", dict(table=str(tables / "statistical_emulation.csv"), runs_csv=str(tables / "runs.csv"),
+                        out=str(tmp_path / "fig")))
     assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").stat().st_size > 1000
+
+
+def test_the_steps_are_listed_with_their_arguments_and_docstrings():
+    from algo_emu.cli import describe
+
+    listing = describe("statistical")
+    for step, func in e3.STEPS.items():
+        assert f"  {step}(" in listing and func.__doc__.strip().splitlines()[0] in listing
+    assert set(e3.PARAMS_OF) == {"data", "train", "evaluate", "aggregate"}
+
+
+def test_the_cli_names_a_bad_mode_or_argument(params, tmp_path):
+    # a mode outside MODES is refused before any work, naming the argument and the allowed values
+    for step, job in (("data", dict(seed=0, path=str(tmp_path / "d.pt"))),
+                      ("train", dict(H=1, seeds=[0], model_path=str(tmp_path / "m.pt"), device_spec="cpu")),
+                      ("evaluate", dict(H=1, seeds=[0], model_path=str(tmp_path / "m.pt"), out_dir=str(tmp_path),
+                                        device_spec="cpu"))):
+        with pytest.raises(ValueError, match=r"mode must be one of \['reference_code', 'fitted'\], got 'published'"):
+            _cli(step, dict(params=params, mode="published", **job), threads=1 if step != "data" else None)
+    assert list(tmp_path.iterdir()) == []
+    # the old flag's name is not an argument (the function's is: H); a declared key missing from params is named
+    with pytest.raises(SystemExit, match=r"statistical train: unknown argument\(s\) heads; missing argument\(s\) H"):
+        _cli("train", dict(params=params, mode="fitted", heads=1, seeds=[0], model_path=str(tmp_path / "m.pt")))
+    with pytest.raises(SystemExit, match="statistical data: .*n_prompts"):
+        _cli("data", dict(params={k: v for k, v in params.items() if k != "n_prompts"}, mode="fitted", seed=0,
+                          path=str(tmp_path / "d.pt")))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_config_checks(params):

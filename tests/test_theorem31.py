@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 
@@ -29,11 +28,11 @@ def params():
     return copy.deepcopy(TINY)
 
 
-def _cli(argv: list[str]):
-    parser = argparse.ArgumentParser()
-    e2.add_parser(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
+def _cli(step: str, job: dict, threads: int | None = None):
+    """``python -m algo_emu theorem31 <step> JOB [--threads N]``, in this process."""
+    from algo_emu.cli import main
+
+    return main(["theorem31", step, json.dumps(job)] + (["--threads", str(threads)] if threads else []))
 
 
 def test_task_batches_are_the_data_layers_prompts_and_targets(params):
@@ -105,12 +104,11 @@ def test_evaluation_of_an_exact_model_is_zero_and_of_a_zero_model_is_one(params)
 
 
 def test_train_aggregate_figure_through_the_cli(params, tmp_path):
-    cfg = json.dumps(params)
     for p in params["p_sweep"]:
-        _cli(["train", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"p{p}"),
-              "--checkpoint", str(tmp_path / f"ckpt{p}.pt"), "--device", "cpu", "--threads", "1"])
-        _cli(["train", "--blind", "--params", cfg, "--p", str(p), "--seeds", "0", "1", "--out-dir", str(tmp_path / f"blind{p}"),
-              "--device", "cpu", "--threads", "1"])
+        _cli("train", dict(params=params, p=p, seeds=[0, 1], out_dir=str(tmp_path / f"p{p}"),
+                           checkpoint=str(tmp_path / f"ckpt{p}.pt"), device_spec="cpu"), threads=1)
+        _cli("train", dict(blind=True, params=params, p=p, seeds=[0, 1], out_dir=str(tmp_path / f"blind{p}"),
+                           device_spec="cpu"), threads=1)
     metrics = [str(tmp_path / f"p{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
     blind = [str(tmp_path / f"blind{p}" / f"seed{s}" / "metrics.json") for p in params["p_sweep"] for s in (0, 1)]
     m = json.loads(open(metrics[1]).read())
@@ -125,11 +123,10 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     mb = json.loads(open(blind[1]).read())
     assert mb["weight_blind"] is True and mb["budget"] == m["budget"] and mb["data_sha256"] == m["data_sha256"]
     tables = tmp_path / "tables"
-    args = ["aggregate", "--params", cfg, "--metrics", *metrics, "--blind-metrics", *blind,
-            "--runs", str(tables / "runs.csv"), "--f-table", str(tables / "f_emulation.csv"),
-            "--gd-table", str(tables / "f_gd_step.csv"), "--ablation-table", str(tables / "abl.csv"),
-            "--ablation-runs", str(tables / "abl_runs.csv")]
-    _cli(args)
+    job = dict(params=params, metrics=metrics, blind_metrics=blind, runs_csv=str(tables / "runs.csv"),
+               f_csv=str(tables / "f_emulation.csv"), gd_csv=str(tables / "f_gd_step.csv"),
+               ablation_csv=str(tables / "abl.csv"), ablation_runs_csv=str(tables / "abl_runs.csv"))
+    _cli("aggregate", job)
     f_tab = pd.read_csv(tables / "f_emulation.csv")
     assert list(f_tab.columns) == theorem31_tables.F_COLUMNS and len(f_tab) == 8 and (f_tab.n_seeds == 2).all()
     abl = pd.read_csv(tables / "abl.csv")
@@ -139,8 +136,8 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     none = abl[abl.ablation == "none"].set_index(["f", "p"])
     assert none.loc[list(zip(f_tab.f, f_tab.p)), "mse_over_blind"].tolist() == pytest.approx(
         f_tab.mse_over_blind.tolist(), rel=1e-12)
-    _cli(["ablation-figure", "--table", str(tables / "abl.csv"), "--runs", str(tables / "abl_runs.csv"),
-          "--out", str(tmp_path / "abl_fig")])
+    _cli("ablation-figure", dict(table=str(tables / "abl.csv"), runs_csv=str(tables / "abl_runs.csv"),
+                                 out=str(tmp_path / "abl_fig")))
     assert (tmp_path / "abl_fig.png").stat().st_size > 1000
     # a baseline trained with another budget is refused, naming the key
     bad = json.loads(open(blind[0]).read())
@@ -149,15 +146,15 @@ def test_train_aggregate_figure_through_the_cli(params, tmp_path):
     bad_path.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match=r"p=4, seed=0\): the weight-blind baseline's training budget differs "
                                          r"from the model's: epochs: model 2, baseline 3"):
-        _cli([a if a != blind[0] else str(bad_path) for a in args])
+        _cli("aggregate", job | {"blind_metrics": [str(bad_path), *blind[1:]]})
     assert f_tab.f.tolist() == [f for f in params["fs"] for _ in params["p_sweep"]]
     assert (f_tab.rel_mse_mean > 0).all() and (f_tab.mse_ci_low <= f_tab.mse_ci_high).all()
     gd_tab = pd.read_csv(tables / "f_gd_step.csv")
     assert list(gd_tab.columns) == theorem31_tables.GD_COLUMNS and (gd_tab.eta == 0.1).all()
     for ext in ("md", "tex"):
         assert "Theorem 3.1" in (tables / f"f_emulation.{ext}").read_text()
-    _cli(["figure", "--table", str(tables / "f_emulation.csv"), "--gd-table", str(tables / "f_gd_step.csv"),
-          "--runs", str(tables / "runs.csv"), "--out", str(tmp_path / "fig")])
+    _cli("figure", dict(table=str(tables / "f_emulation.csv"), gd_table=str(tables / "f_gd_step.csv"),
+                        runs_csv=str(tables / "runs.csv"), out=str(tmp_path / "fig")))
     assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").stat().st_size > 1000
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -235,8 +236,8 @@ def test_all_is_the_map_and_every_earlier_name_still_works(tmp_path):
     assert jobs == _planned_jobs(tmp_path, *[a for t in renamed for a in t.aliases])
     assert jobs["ames_aggregate"] == 1 and jobs["theorem31_train"] == 2 and "heads_train" not in jobs
     dry = _snakemake(tmp_path, "-n", "--printshellcmds", "all")
-    manifest_cmd = next(line for line in dry.stdout.splitlines() if "algo_emu.report manifest" in line)
-    hashed = manifest_cmd.split(" --outputs ", 1)[1].split(" --out ", 1)[0].split()
+    manifest_cmd = next(line for line in dry.stdout.splitlines() if "algo_emu report manifest" in line)
+    hashed = json.loads(shlex.split(manifest_cmd.split("algo_emu report manifest ", 1)[1])[0])["outputs"]
     assert sorted(hashed) == sorted(set(all_outputs()) - {MANIFEST}) and len(all_outputs()) == 94
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from algo_emu import records
-from algo_emu.cli import Step, arg, steps_parser
+from tools.commands import Step, arg, steps_parser
 from algo_emu.io import read_json, write_text
 
 # What a reference set keeps: small, text or image, reproducible from the records.

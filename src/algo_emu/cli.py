@@ -1,22 +1,27 @@
-"""Command line: ``python -m algo_emu <experiment> <step> [options]``.
+"""Command line.
 
-Each experiment module in :mod:`algo_emu.experiments` declares its steps as data (:class:`Step`: a
-name, a function and its :class:`Arg` list) and registers them with ``add_parser = steps_parser(STEPS)``;
-the arguments every trained experiment shares (``--params``, ``--seeds``, ``--out-dir``,
-``--checkpoint``, ``--device``, ``--threads``, ...) are declared once, here. A step calls its function
-with one keyword argument per :class:`Arg` (named by ``dest``). The Snakemake rules call these steps
-and nothing else.
+``python -m algo_emu <experiment> <step> JOB [--threads N]`` runs one step of an experiment (the Snakemake rules call
+these and nothing else). ``JOB`` is one JSON object: the keyword arguments of the step's function, as its rule builds
+them (``step_job(...)`` in ``workflow/rules/common.smk``), in one form. Its ``params``, where the step declares which keys of its
+experiment's config section it reads (:mod:`algo_emu.experiments.step_keys`, named in the module's ``PARAMS_OF``), is
+checked against that declaration. ``--threads`` (torch intra-op threads: the rule's ``{threads}``) stays out of
+``JOB``, so a run with another ``--cores`` reruns nothing. Each experiment module declares its steps as data:
+``STEPS = {step: function}``. ``python -m algo_emu <experiment>`` lists them with their arguments.
+
+The report and the manifest of a run are steps in the same form (``python -m algo_emu report replication|manifest
+JOB``, :mod:`algo_emu.report.steps`); ``python -m algo_emu manifest verify|seal ...`` checks or seals a results tree
+or committed set (:mod:`algo_emu.report.manifest`, flags of its own).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import logging
 import sys
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 # experiment name -> module under algo_emu.experiments
 EXPERIMENTS = {
@@ -26,136 +31,121 @@ EXPERIMENTS = {
     "theorem31": "algo_emu.experiments.theorem31",
     "statistical": "algo_emu.experiments.statistical",
     "essay": "algo_emu.experiments.essay",
-    # not an experiment: committed reference sets (collect a finished run, learning curves, README)
-    # not an experiment: check a results tree or committed set against its manifest
-    "manifest": "algo_emu.report.manifest",
 }
-
-
-def json_arg(text: str):
-    """Parse a JSON command-line value (used for resolved config sections)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+#: the workflow's steps beyond the experiments': the replication report and the run manifest
+STEP_MODULES = {**EXPERIMENTS, "report": "algo_emu.report.steps"}
+# not an experiment: check a results tree or committed set against its manifest (flags of its own)
+TOOLS = {"manifest": "algo_emu.report.manifest"}
 
 
 def json_object(text: str) -> dict:
-    """A JSON object on the command line (a resolved config section)."""
-    value = json_arg(text)
+    """A JSON object on the command line (a step's job)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object (a config section), got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {value!r}")
     return value
 
 
-@dataclass(frozen=True)
-class Arg:
-    """One command-line option: ``add_argument(flag, dest=dest, **kwargs)``; the step's function receives
-    it as the keyword argument ``dest`` (default: the flag's name with ``-`` as ``_``)."""
+def _prepare_compute_step() -> None:
+    """A compute step (one taking ``threads``): flush denormals before any thread starts, keep freed memory before
+    the first tensor."""
+    from algo_emu.runtime import flush_denormals, reuse_freed_memory
 
-    flag: str
-    dest: str = ""
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.dest:
-            object.__setattr__(self, "dest", self.name)
-
-    @property
-    def name(self) -> str:
-        """The flag's name as argparse would make it a dest (``--out-dir`` -> ``out_dir``)."""
-        return self.flag.lstrip("-").replace("-", "_")
-
-    def to(self, dest: str = "", **kwargs) -> "Arg":
-        """This option passed as ``dest`` (default: its own) and with ``kwargs`` changed."""
-        return replace(self, dest=dest or self.dest, kwargs={**self.kwargs, **kwargs})
+    reuse_freed_memory()
+    flush_denormals()
 
 
-def arg(flag: str, dest: str = "", **kwargs) -> Arg:
-    return Arg(flag, dest, kwargs)
+def _module(experiment: str):
+    """The module of ``experiment`` (only that one is imported)."""
+    if experiment not in STEP_MODULES:
+        raise SystemExit(f"algo_emu: no experiment {experiment!r} (experiments: {', '.join(STEP_MODULES)}; "
+                         f"tools: {', '.join(TOOLS)})")
+    return importlib.import_module(STEP_MODULES[experiment])
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of an experiment: ``python -m algo_emu <experiment> <name> [args]`` calls ``func(**args)``."""
-
-    name: str
-    help: str
-    func: Callable[..., Any]
-    args: Sequence[Arg]
+def step_function(experiment: str, step: str) -> Callable[..., Any]:
+    """The function of ``python -m algo_emu <experiment> <step>``."""
+    steps = _module(experiment).STEPS
+    if step not in steps:
+        raise SystemExit(f"algo_emu {experiment}: no step {step!r} (steps: {', '.join(steps)})")
+    return steps[step]
 
 
-# The options the experiments share, declared once.
-PARAMS = arg("--params", type=json_object, required=True, help="the resolved config section as JSON")
-SEEDS = arg("--seeds", type=int, nargs="+", required=True)
-SEED = arg("--seed", type=int, required=True)
-OUT_DIR = arg("--out-dir", required=True, help="writes <out-dir>/seed<k>/metrics.json")
-CHECKPOINT = arg("--checkpoint", help="resumable checkpoint file (resumed only by the same run)")
-DEVICE = arg("--device", "device_spec", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
-THREADS = arg("--threads", type=int, help="torch intra-op threads")
-#: Where a job runs: every training and evaluation step takes these.
-RUNTIME = (DEVICE, THREADS)
-#: A grouped training job's (several settings of one shape as one ensemble) options beside RUNTIME.
-GROUP = (arg("--steps-per-call", type=int, default=1, help="optimiser steps per call (one CUDA graph replay on CUDA)"),
-         arg("--tf32", action="store_true", help="on CUDA, matmuls in TF32 (records say tf32: true)"))
-METRICS = arg("--metrics", nargs="+", required=True, help="per-seed metrics.json files")
-RUNS = arg("--runs", "runs_csv", required=True, help="per-seed runs CSV")
-TABLE = arg("--table", required=True, help="table CSV")
-FIGURE = arg("--out", required=True, help="output stem (writes .pdf and .png)")
+def bind_job(experiment: str, step: str, job: Mapping[str, Any], threads: int | None = None) -> dict:
+    """The keyword arguments of ``step`` from ``job``: an argument the function does not take or a required one
+    missing is an error naming it; ``params`` checked against the step's declaration where it has one."""
+    func = step_function(experiment, step)
+    name = f"algo_emu {experiment} {step}"
+    sig = inspect.signature(func)
+    kwargs = dict(job)
+    if "threads" in kwargs:
+        raise SystemExit(f"{name}: threads goes in --threads, not in the job")
+    if threads is not None and "threads" in sig.parameters:  # without --threads: the function's own default
+        kwargs["threads"] = threads
+    unknown = sorted(set(kwargs) - set(sig.parameters))
+    missing = [p for p, v in sig.parameters.items() if v.default is inspect.Parameter.empty and p not in kwargs]
+    if unknown or missing:
+        raise SystemExit(f"{name}: " + "; ".join(
+            ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else [])
+            + ([f"missing argument(s) {', '.join(missing)}"] if missing else []))
+            + f" (it takes {', '.join(sig.parameters)})")
+    reads_as = getattr(_module(experiment), "PARAMS_OF", {}).get(step)
+    if reads_as is not None:
+        from algo_emu.experiments.step_keys import parse_params
+
+        try:
+            kwargs["params"] = parse_params(kwargs["params"], experiment, reads_as)
+        except ValueError as exc:
+            raise SystemExit(f"{name}: {exc}") from None
+    return kwargs
 
 
-def _run_step(step: Step, namespace: argparse.Namespace) -> int:
+def run_job(experiment: str, step: str, job: Mapping[str, Any], threads: int | None = None) -> int:
+    """Run one step with the keyword arguments ``job`` (and torch's ``threads``)."""
     from algo_emu.guard import die_with_job
 
+    kwargs = bind_job(experiment, step, job, threads)
+    func = step_function(experiment, step)
     die_with_job()  # started by a Snakemake job: end with it (no orphan writes after a kill); else nothing
-    if any(a.flag == THREADS.flag for a in step.args):
-        # a compute step: flush denormals before any thread starts, keep freed memory before the first tensor
-        from algo_emu.runtime import flush_denormals, reuse_freed_memory
-
-        reuse_freed_memory()
-        flush_denormals()
-    step.func(**{a.dest: getattr(namespace, a.dest) for a in step.args})
+    if "threads" in inspect.signature(func).parameters:  # a compute step
+        _prepare_compute_step()
+    func(**kwargs)
     return 0
 
 
-def steps_parser(steps: Sequence[Step]) -> Callable[[argparse.ArgumentParser], None]:
-    """``add_parser`` of an experiment whose steps are ``steps``."""
-    names = [s.name for s in steps]
-    if len(set(names)) != len(names):
-        raise ValueError(f"steps declared twice: {names}")
-
-    def add_parser(parser: argparse.ArgumentParser) -> None:
-        sub = parser.add_subparsers(dest="step", required=True)
-        for step in steps:
-            p = sub.add_parser(step.name, help=step.help)
-            for a in step.args:
-                kwargs = dict(a.kwargs)
-                if a.dest != a.name and kwargs.get("action") not in ("store_true", "store_false"):
-                    kwargs.setdefault("metavar", a.name.upper())  # the help shows the flag's name, not the dest
-                if a.flag.startswith("-"):
-                    p.add_argument(a.flag, dest=a.dest, **kwargs)
-                else:  # a positional argument: argparse names it after itself
-                    if a.dest != a.name:
-                        raise ValueError(f"positional argument {a.flag!r} cannot be passed as {a.dest!r}")
-                    p.add_argument(a.flag, **kwargs)
-            p.set_defaults(func=lambda ns, step=step: _run_step(step, ns))
-
-    return add_parser
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="algo-emu", description=__doc__)
-    sub = parser.add_subparsers(dest="experiment", required=True)
-    for name, modname in EXPERIMENTS.items():
-        module = importlib.import_module(modname)
-        module.add_parser(sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0]))
-    return parser
+def describe(experiment: str) -> str:
+    """The steps of ``experiment``, each with its arguments and the first line of its docstring."""
+    lines = [f"python -m algo_emu {experiment} <step> JOB [--threads N]; JOB holds the keyword arguments:"]
+    for step, func in _module(experiment).STEPS.items():
+        doc = (func.__doc__ or "").strip().splitlines()
+        lines += [f"  {step}{inspect.signature(func)}", f"      {doc[0] if doc else ''}"]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in TOOLS:
+        parser = argparse.ArgumentParser(prog=f"algo-emu {argv[0]}")
+        importlib.import_module(TOOLS[argv[0]]).add_parser(parser)
+        args = parser.parse_args(argv[1:])
+        return int(args.func(args) or 0)
+    parser = argparse.ArgumentParser(prog="algo-emu", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", help=f"one of {', '.join(STEP_MODULES)} (or the tool {', '.join(TOOLS)})")
+    parser.add_argument("step", nargs="?", help="omitted: list the experiment's steps")
+    parser.add_argument("job", nargs="?", type=json_object, help="the step's keyword arguments as one JSON object")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (compute steps)")
+    args = parser.parse_args(argv)
+    if args.step is None:
+        print(describe(args.experiment))
+        return 0
+    if args.job is None:
+        parser.error(f"{args.experiment} {args.step}: no JOB (a JSON object of the step's keyword arguments)")
+    return run_job(args.experiment, args.step, args.job, args.threads)
 
 
 if __name__ == "__main__":  # pragma: no cover

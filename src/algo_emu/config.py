@@ -189,7 +189,7 @@ def _unknown_keys(key: str, instance: dict, schema: dict) -> list[str]:
 
 
 def validate_section(section: str, values: dict | None) -> dict:
-    """One section as a step receives it (``--params``, or a caller's dict): a copy with the schema's defaults
+    """One section as a step receives it (``params`` of its job, or a caller's dict): a copy with the schema's defaults
     filled, validated against ``workflow/schemas/<section>.schema.yaml`` and the section's own cross-field
     checks; :class:`ConfigError` names the key (``ames.heads: ...``)."""
     out = copy.deepcopy(dict(values or {}))

@@ -52,8 +52,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from algo_emu import cli, records
-from algo_emu.cli import Step, arg
+from algo_emu import records
+from tools import commands
+from tools.commands import Step, arg
 from algo_emu.guard import LockHeld, hold_lock
 from algo_emu.io import read_json, sha256_file, utc_now, write_json
 from tools.campaign.load import LoadMonitor
@@ -498,9 +499,16 @@ def replay(set_dir: Path, setting: str, epochs: int = 1, root: Path = REPO_ROOT)
         _snakemake(wt, config, missing)
     scratch = wt / "results" / "replay" / s.name.replace("/", "_")
     shutil.rmtree(scratch, ignore_errors=True)
-    cmd = [sys.executable, "-m", "algo_emu", "heads", "train", "--params", json.dumps(params, sort_keys=True),
-           "--protocol", protocol, "--heads", str(H), "--p", str(p), "--seeds", *map(str, seeds), "--data", *data,
-           "--out-dir", str(scratch), "--device", "cpu", "--threads", str(threads.pop())]
+    # the pinned commit's command line (pinned_env runs its code): one JSON job, or flags before that form
+    if "def bind_job(" in (wt / "src" / "algo_emu" / "cli.py").read_text():
+        job = {"params": params, "protocol": protocol, "H": H, "p": p, "seeds": seeds, "data_paths": data,
+               "out_dir": str(scratch), "device_spec": "cpu"}
+        cmd = [sys.executable, "-m", "algo_emu", "heads", "train", json.dumps(job, sort_keys=True)]
+    else:
+        cmd = [sys.executable, "-m", "algo_emu", "heads", "train", "--params", json.dumps(params, sort_keys=True),
+               "--protocol", protocol, "--heads", str(H), "--p", str(p), "--seeds", *map(str, seeds), "--data", *data,
+               "--out-dir", str(scratch), "--device", "cpu"]
+    cmd += ["--threads", str(threads.pop())]
     t0 = time.time()
     log = wt / "logs" / f"replay_{s.name.replace('/', '_')}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -949,4 +957,4 @@ STEPS = [
          [DIR, arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
           arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout")]),
 ]
-add_parser = cli.steps_parser(STEPS)
+add_parser = commands.steps_parser(STEPS)

@@ -586,3 +586,18 @@ def test_fault_two_campaign_calls_at_once_the_second_is_refused(clone):
     finally:
         first.kill()
         first.wait()
+
+
+def test_a_tool_step_is_called_with_its_options_and_a_step_declared_twice_is_refused():
+    import argparse
+
+    from tools.commands import Step, arg, steps_parser
+
+    calls = []
+    parser = argparse.ArgumentParser()
+    steps_parser([Step("go", "help", lambda set_dir, n: calls.append((set_dir, n)),
+                       [arg("--dir", "set_dir", required=True), arg("--n", type=int, default=1)])])(parser)
+    args = parser.parse_args(["go", "--dir", "x", "--n", "3"])
+    assert args.func(args) == 0 and calls == [("x", 3)]
+    with pytest.raises(ValueError, match="steps declared twice"):
+        steps_parser([Step("go", "", print, []), Step("go", "", print, [])])

@@ -21,14 +21,15 @@ rule download_ames:
         csv="data/raw/ames.csv",
         provenance="data/raw/ames.provenance.json",
     params:
-        cfg=step_cfg("ames", "download"),
+        job=lambda wc: step_job(
+            params=step_cfg("ames", "download"), out_csv="data/raw/ames.csv",
+            out_provenance="data/raw/ames.provenance.json"),
     log:
         "logs/ames/download.log",
     benchmark:
         "results/benchmarks/ames_download.tsv"
     shell:
-        "{PY} -m algo_emu ames download --params {params.cfg}"
-        " --out-csv {output.csv} --out-provenance {output.provenance} > {log} 2>&1"
+        "{PY} -m algo_emu ames download {params.job} > {log} 2>&1"
 
 
 rule ames_prepare:
@@ -39,15 +40,16 @@ rule ames_prepare:
         npz="data/ames/seed{seed}/prepared.npz",
         meta="data/ames/seed{seed}/prepared.json",
     params:
-        cfg=step_cfg("ames", "prepare"),
+        job=lambda wc: step_job(
+            params=step_cfg("ames", "prepare"), csv_path="data/raw/ames.csv",
+            provenance_path="data/raw/ames.provenance.json", seed=int(wc.seed),
+            out_npz=f"data/ames/seed{wc.seed}/prepared.npz", out_meta=f"data/ames/seed{wc.seed}/prepared.json"),
     log:
         "logs/ames/prepare_seed{seed}.log",
     benchmark:
         "results/benchmarks/ames_prepare_seed{seed}.tsv"
     shell:
-        "{PY} -m algo_emu ames prepare --params {params.cfg} --csv {input.csv}"
-        " --provenance {input.provenance} --seed {wildcards.seed}"
-        " --out {output.npz} --out-meta {output.meta} > {log} 2>&1"
+        "{PY} -m algo_emu ames prepare {params.job} > {log} 2>&1"
 
 
 # ----------------------------------------------------------------------------
@@ -73,6 +75,16 @@ AMES_ABLATION_TABLES = [
 ]
 AMES_FIGURES = expand("results/figures/ames.{ext}", ext=["pdf", "png"])
 AMES_ABLATION_FIGURES = expand("results/figures/ames_ablation.{ext}", ext=["pdf", "png"])
+# The paths the rules read and their jobs name (a job is built from the wildcards alone: Snakemake leaves a
+# params function that takes `input` or `output` out of the rerun trigger).
+AMES_PREPARED = expand("data/ames/seed{seed}/prepared.npz", seed=SEEDS)
+AMES_METRICS = expand("results/ames/{mode}/seed{seed}/metrics.json", mode=AMES_MODES, seed=SEEDS)
+AMES_PREDICTIONS = expand("results/ames/{mode}/predictions.csv", mode=AMES_MODES)
+
+
+def ames_fits(mode, ext="npz"):
+    """Every seed's fits of the mode (`npz`: the fitted coefficients, `json`: their summary), in SEEDS order."""
+    return [f"results/ames/{mode}/seed{s}/fits.{ext}" for s in SEEDS]
 
 
 wildcard_constraints:
@@ -87,7 +99,11 @@ rule ames_fit:
         npz="results/ames/{ames_mode}/seed{seed}/fits.npz",
         summary="results/ames/{ames_mode}/seed{seed}/fits.json",
     params:
-        cfg=lambda wc: step_cfg("ames", "fit", wc.ames_mode),
+        job=lambda wc: step_job(
+            params=step_cfg("ames", "fit", wc.ames_mode), mode=wc.ames_mode, seed=int(wc.seed),
+            prepared_npz=f"data/ames/seed{wc.seed}/prepared.npz",
+            out_npz=f"results/ames/{wc.ames_mode}/seed{wc.seed}/fits.npz",
+            out_json=f"results/ames/{wc.ames_mode}/seed{wc.seed}/fits.json"),
     log:
         "logs/ames/fit_{ames_mode}_seed{seed}.log",
     benchmark:
@@ -96,23 +112,21 @@ rule ames_fit:
         mem_mb=2000,
         runtime=20,
     shell:
-        "{PY} -m algo_emu ames fit --params {params.cfg} --mode {wildcards.ames_mode} --seed {wildcards.seed}"
-        " --prepared {input.npz} --out {output.npz} --out-json {output.summary} > {log} 2>&1"
+        "{PY} -m algo_emu ames fit {params.job} > {log} 2>&1"
 
 
 rule ames_train:
     input:
-        prepared=expand("data/ames/seed{seed}/prepared.npz", seed=SEEDS),
-        fits=expand("results/ames/{{ames_mode}}/seed{seed}/fits.npz", seed=SEEDS),
+        prepared=AMES_PREPARED,
+        fits=lambda wc: ames_fits(wc.ames_mode),
     output:
         model="results/ames/{ames_mode}/emulator.pt",
         sidecar="results/ames/{ames_mode}/emulator.pt.json",
     params:
-        blind="",
-        cfg=step_cfg("ames", "train"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        checkpoint_dir="results/ames/{ames_mode}/checkpoints",
+        job=lambda wc: step_job(
+            params=step_cfg("ames", "train"), mode=wc.ames_mode, seeds=SEEDS, prepared_paths=AMES_PREPARED,
+            fits_paths=ames_fits(wc.ames_mode), out=f"results/ames/{wc.ames_mode}/emulator.pt", device_spec=DEVICE,
+            checkpoint_dir=f"results/ames/{wc.ames_mode}/checkpoints"),
     log:
         "logs/ames/train_{ames_mode}.log",
     benchmark:
@@ -122,13 +136,10 @@ rule ames_train:
         mem_mb=lambda wc: 2000 + 300 * len(SEEDS),
         runtime=lambda wc: 30 + 4 * AMES["epochs"],
     shell:
-        "{PY} -m algo_emu ames train {params.blind}--params {params.cfg} --mode {wildcards.ames_mode}"
-        " --seeds {params.seeds} --prepared {input.prepared} --fits {input.fits} --out {output.model}"
-        " --checkpoint-dir {params.checkpoint_dir}"
-        " --device {params.device} --threads {threads} > {log} 2>&1"
+        "{PY} -m algo_emu ames train {params.job} --threads {threads} > {log} 2>&1"
 
 
-# The weight-blind baseline of each mode: the same job as ames_train (resources, shell) with `--blind`
+# The weight-blind baseline of each mode: the same job as ames_train (resources, shell) with `blind`
 # (tokens without the weight columns), its own frozen file, log and benchmark; its checkpoints sit beside the
 # emulator's, prefixed blind_.
 use rule ames_train as ames_train_blind with:
@@ -136,11 +147,10 @@ use rule ames_train as ames_train_blind with:
         model="results/ames/{ames_mode}/blind.pt",
         sidecar="results/ames/{ames_mode}/blind.pt.json",
     params:
-        blind="--blind ",
-        cfg=step_cfg("ames", "train"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        checkpoint_dir="results/ames/{ames_mode}/checkpoints",
+        job=lambda wc: step_job(
+            params=step_cfg("ames", "train"), mode=wc.ames_mode, seeds=SEEDS, prepared_paths=AMES_PREPARED,
+            fits_paths=ames_fits(wc.ames_mode), out=f"results/ames/{wc.ames_mode}/blind.pt", device_spec=DEVICE,
+            blind=True, checkpoint_dir=f"results/ames/{wc.ames_mode}/checkpoints"),
     log:
         "logs/ames/train_blind_{ames_mode}.log",
     benchmark:
@@ -153,16 +163,18 @@ rule ames_evaluate:
         sidecar="results/ames/{ames_mode}/emulator.pt.json",
         blind="results/ames/{ames_mode}/blind.pt",
         blind_sidecar="results/ames/{ames_mode}/blind.pt.json",
-        prepared=expand("data/ames/seed{seed}/prepared.npz", seed=SEEDS),
-        fits=expand("results/ames/{{ames_mode}}/seed{seed}/fits.npz", seed=SEEDS),
-        summaries=expand("results/ames/{{ames_mode}}/seed{seed}/fits.json", seed=SEEDS),
+        prepared=AMES_PREPARED,
+        fits=lambda wc: ames_fits(wc.ames_mode),
+        summaries=lambda wc: ames_fits(wc.ames_mode, "json"),
     output:
         metrics=expand("results/ames/{{ames_mode}}/seed{seed}/metrics.json", seed=SEEDS),
         predictions="results/ames/{ames_mode}/predictions.csv",
     params:
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(output.predictions),
+        job=lambda wc: step_job(
+            mode=wc.ames_mode, seeds=SEEDS, prepared_paths=AMES_PREPARED, fits_paths=ames_fits(wc.ames_mode),
+            emulator=f"results/ames/{wc.ames_mode}/emulator.pt", blind=f"results/ames/{wc.ames_mode}/blind.pt",
+            out_dir=f"results/ames/{wc.ames_mode}", predictions_csv=f"results/ames/{wc.ames_mode}/predictions.csv",
+            device_spec=DEVICE),
     log:
         "logs/ames/evaluate_{ames_mode}.log",
     benchmark:
@@ -172,45 +184,43 @@ rule ames_evaluate:
         mem_mb=lambda wc: 2000 + 300 * len(SEEDS),
         runtime=30,
     shell:
-        "{PY} -m algo_emu ames evaluate --mode {wildcards.ames_mode} --seeds {params.seeds}"
-        " --prepared {input.prepared} --fits {input.fits} --emulator {input.model} --blind {input.blind}"
-        " --out-dir {params.out_dir} --predictions {output.predictions}"
-        " --device {params.device} --threads {threads} > {log} 2>&1"
+        "{PY} -m algo_emu ames evaluate {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule ames_aggregate:
     input:
-        expand("results/ames/{mode}/seed{seed}/metrics.json", mode=AMES_MODES, seed=SEEDS),
+        AMES_METRICS,
     output:
         tables=[report(t, caption="../report/ames_tables.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in AMES_TABLES],
         runs=report("results/tables/ames_runs.csv", caption="../report/ames_tables.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="tables", labels={"name": "ames_runs.csv (per seed)"}),
         ablation=[report(t, caption="../report/ablation.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in AMES_ABLATION_TABLES],
     params:
-        modes=" ".join(AMES_MODES),
+        job=lambda wc: step_job(
+            modes=AMES_MODES, metrics_paths=AMES_METRICS, table_csv=AMES_TABLES[0],
+            runs_csv="results/tables/ames_runs.csv", ablation_csv=AMES_ABLATION_TABLES[0]),
     log:
         "logs/ames/aggregate.log",
     shell:
-        "{PY} -m algo_emu ames aggregate --modes {params.modes} --metrics {input}"
-        " --table {output.tables[0]} --runs {output.runs}"
-        " --ablation-table {output.ablation[0]} > {log} 2>&1"
+        "{PY} -m algo_emu ames aggregate {params.job} > {log} 2>&1"
 
 
 rule ames_figure:
     input:
         table="results/tables/ames.csv",
         runs="results/tables/ames_runs.csv",
-        predictions=expand("results/ames/{mode}/predictions.csv", mode=AMES_MODES),
+        predictions=AMES_PREDICTIONS,
         ablation="results/tables/ames_ablation.csv",
     output:
         figures=[report(f, caption="../report/ames.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="figures", labels={"name": "ames.png"}) if f.endswith(".png") else f for f in AMES_FIGURES],
         ablation=[report(f, caption="../report/ablation.rst", category="E4 Ames Housing (Appendix C.2)", subcategory="ablations", labels={"name": "ames_ablation.png"}) if f.endswith(".png") else f for f in AMES_ABLATION_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output.figures[0])[0],
-        ablation_stem=lambda wc, output: os.path.splitext(output.ablation[0])[0],
+        job=lambda wc: step_job(
+            table="results/tables/ames.csv", runs_csv="results/tables/ames_runs.csv",
+            predictions=AMES_PREDICTIONS, out=os.path.splitext(AMES_FIGURES[0])[0],
+            ablation_table="results/tables/ames_ablation.csv",
+            ablation_out=os.path.splitext(AMES_ABLATION_FIGURES[0])[0]),
     log:
         "logs/ames/figure.log",
     shell:
-        "{PY} -m algo_emu ames figure --table {input.table} --runs {input.runs}"
-        " --predictions {input.predictions} --out {params.stem}"
-        " --ablation-table {input.ablation} --ablation-out {params.ablation_stem} > {log} 2>&1"
+        "{PY} -m algo_emu ames figure {params.job} > {log} 2>&1"
 

@@ -60,23 +60,26 @@ SEEDS = list(config["seeds"])
 DEVICE = config["device"]
 # Shape groups (algo_emu.grouping): on a GPU, settings of one shape train as one job; on the CPU, one job each.
 GROUPED = grouping_on(config)
-GROUP_ARGS = f"--steps-per-call {config['steps_per_call']}" + (" --tf32" if config["tf32"] else "")
+GROUP_ARGS = {"steps_per_call": config["steps_per_call"], "tf32": config["tf32"]}  # a grouped job's own arguments
 
 # Final outputs: every file of every named target (algo_emu.report.targets, the one map of paper
 # figures and tables to targets and files); `rule all` requests them, the report and the manifest read them.
 ALL_OUTPUTS = all_outputs()
 
 
-def as_json(obj):
-    """A config section as one shell-quoted JSON argument (changes trigger reruns via params)."""
-    return shlex.quote(json.dumps(obj, sort_keys=True))
-
-
 def step_cfg(section, step, variant=None):
-    """The `--params` of one step: only the keys of config[section] that the step reads in `variant` (a
-    wildcard value), as declared in algo_emu.experiments.step_keys. A rule's params are its rerun trigger, so
-    an edit to any other key reruns none of its jobs."""
-    return as_json(step_params(config[section], section, step, variant))
+    """The keys of config[section] that `step` reads in `variant` (a wildcard value), as declared in
+    algo_emu.experiments.step_keys: the `params` of its job. A rule's params are its rerun trigger, so an edit to
+    any other key reruns none of its jobs."""
+    return step_params(config[section], section, step, variant)
+
+
+def step_job(**kwargs):
+    """A step's keyword arguments as one shell-quoted JSON object, `python -m algo_emu <experiment> <step> JOB`
+    (algo_emu.cli): a rule's `job` param, so a change to any of them reruns the job. Built from the wildcards alone
+    (`lambda wc: step_job(...)`, or a plain value): Snakemake does not count a params function that takes input or
+    output as a rerun trigger."""
+    return shlex.quote(json.dumps(kwargs, sort_keys=True))
 
 
 wildcard_constraints:

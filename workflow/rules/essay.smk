@@ -4,12 +4,18 @@
 # ci_high, verdict, scale) is read by the replication report. Logic: src/algo_emu/essay/; docs/essay.md.
 # Torch-free imports only: parsing the workflow must not import torch (the essay section's cross-field
 # checks run with every other section's in algo_emu.config.check_config, from common.smk).
+# Each rule runs `python -m algo_emu essay <step> JOB` (algo_emu.cli). Its `job` param is built from the wildcards
+# alone (a plain value where a rule has none), its paths spelled out: Snakemake leaves a params function that takes
+# `input` or `output` out of the rerun trigger (a "derived" param), and the job holds the config keys the step
+# reads, the seeds and the device.
 from algo_emu.essay.plan import essay_seeds, variant_init, variant_names
 
 ESSAY = config["essay"]
 ESSAY_SEEDS = essay_seeds(config)
 ESSAY_VARIANTS = variant_names(ESSAY)
-ESSAY_EQUIV_SEEDS = " ".join(str(s) for s in ESSAY_SEEDS)
+ESSAY_RAW = expand("results/essay/eval/seed{s}.pt", s=ESSAY_SEEDS)
+ESSAY_SUMMARIES = expand("results/essay/eval/seed{s}/metrics.json", s=ESSAY_SEEDS)
+ESSAY_TRAIN_METRICS = expand("results/essay/models/{v}/seed{s}.json", v=ESSAY_VARIANTS, s=ESSAY_SEEDS)
 
 
 wildcard_constraints:
@@ -27,14 +33,13 @@ rule essay_equivalences:
         md="results/tables/essay_equivalences.md",
         tex="results/tables/essay_equivalences.tex",
     params:
-        cfg=step_cfg("essay", "equivalences"),
-        seeds=ESSAY_EQUIV_SEEDS,
+        job=step_job(params=step_cfg("essay", "equivalences"), seeds=ESSAY_SEEDS,
+                     out_csv="results/tables/essay_equivalences.csv"),
     threads: 1
     log:
         "logs/essay/equivalences.log",
     shell:
-        "{PY} -m algo_emu essay equivalences --params {params.cfg} --seeds {params.seeds} --out-csv {output.csv}"
-        " > {log} 2>&1"
+        "{PY} -m algo_emu essay equivalences {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule essay_train:
@@ -44,8 +49,10 @@ rule essay_train:
         model="results/essay/models/{evariant}/seed{seed}.pt",
         metrics="results/essay/models/{evariant}/seed{seed}.json",
     params:
-        cfg=lambda wc: step_cfg("essay", "train", wc.evariant),
-        init=lambda wc, input: f"--init {input.init[0]}" if input.init else "",
+        job=lambda wc: step_job(
+            params=step_cfg("essay", "train", wc.evariant), variant=wc.evariant, seed=int(wc.seed), device_spec=DEVICE,
+            init=next(iter(_essay_init(wc)), None), out_model=f"results/essay/models/{wc.evariant}/seed{wc.seed}.pt",
+            out_metrics=f"results/essay/models/{wc.evariant}/seed{wc.seed}.json"),
     threads: 1
     resources:
         mem_mb=2000,
@@ -55,9 +62,7 @@ rule essay_train:
     benchmark:
         "results/benchmarks/essay_train_{evariant}_seed{seed}.tsv"
     shell:
-        "{PY} -m algo_emu essay train --params {params.cfg} --variant {wildcards.evariant} --seed {wildcards.seed}"
-        " --device {DEVICE} --threads {threads} {params.init} --out-model {output.model}"
-        " --out-metrics {output.metrics} > {log} 2>&1"
+        "{PY} -m algo_emu essay train {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule essay_evaluate:
@@ -67,8 +72,10 @@ rule essay_evaluate:
         raw="results/essay/eval/seed{seed}.pt",
         metrics="results/essay/eval/seed{seed}/metrics.json",
     params:
-        cfg=step_cfg("essay", "evaluate"),
-        models=lambda wc, input: " ".join(f"{v}={p}" for v, p in zip(ESSAY_VARIANTS, input.models)),
+        job=lambda wc: step_job(
+            params=step_cfg("essay", "evaluate"), seed=int(wc.seed), device_spec=DEVICE,
+            models=[f"{v}=results/essay/models/{v}/seed{wc.seed}.pt" for v in ESSAY_VARIANTS],
+            out_raw=f"results/essay/eval/seed{wc.seed}.pt", out_metrics=f"results/essay/eval/seed{wc.seed}/metrics.json"),
     threads: 1
     resources:
         mem_mb=4000,
@@ -78,16 +85,14 @@ rule essay_evaluate:
     benchmark:
         "results/benchmarks/essay_evaluate_seed{seed}.tsv"
     shell:
-        "{PY} -m algo_emu essay evaluate --params {params.cfg} --seed {wildcards.seed} --device {DEVICE}"
-        " --threads {threads} --models {params.models} --out-raw {output.raw} --out-metrics {output.metrics}"
-        " > {log} 2>&1"
+        "{PY} -m algo_emu essay evaluate {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule essay_aggregate:
     input:
-        raw=expand("results/essay/eval/seed{s}.pt", s=ESSAY_SEEDS),
-        summaries=expand("results/essay/eval/seed{s}/metrics.json", s=ESSAY_SEEDS),
-        train=expand("results/essay/models/{v}/seed{s}.json", v=ESSAY_VARIANTS, s=ESSAY_SEEDS),
+        raw=ESSAY_RAW,
+        summaries=ESSAY_SUMMARIES,
+        train=ESSAY_TRAIN_METRICS,
         equivalences="results/tables/essay_equivalences.csv",
     output:
         claims=report("results/tables/essay_claims.csv", caption="../report/essay.rst", category="E6 essay",
@@ -97,13 +102,15 @@ rule essay_aggregate:
         curves="results/tables/essay_curves.csv",
         details="results/essay/claims_details.json",
     params:
-        cfg=step_cfg("essay", "claims"),
+        job=step_job(
+            params=step_cfg("essay", "claims"), raw=ESSAY_RAW, summaries=ESSAY_SUMMARIES, train_metrics=ESSAY_TRAIN_METRICS,
+            equivalences="results/tables/essay_equivalences.csv", out_claims="results/tables/essay_claims.csv",
+            out_curves="results/tables/essay_curves.csv", out_details="results/essay/claims_details.json"),
+    threads: 1
     log:
         "logs/essay/aggregate.log",
     shell:
-        "{PY} -m algo_emu essay claims --params {params.cfg} --raw {input.raw} --summaries {input.summaries}"
-        " --train-metrics {input.train} --equivalences {input.equivalences} --out-claims {output.claims}"
-        " --out-curves {output.curves} --out-details {output.details} > {log} 2>&1"
+        "{PY} -m algo_emu essay claims {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule essay_icl_figure:
@@ -114,13 +121,13 @@ rule essay_icl_figure:
         png=report("results/figures/essay_icl.png", caption="../report/essay.rst", category="E6 essay",
                    subcategory="figures", labels={"name": "essay_icl.png"}),
     params:
-        cfg=step_cfg("essay", "figure", "icl"),
-        stem=lambda wc, output: output.pdf[: -len(".pdf")],
+        job=step_job(params=step_cfg("essay", "figure", "icl"), kind="icl", curves="results/tables/essay_curves.csv",
+                     out="results/figures/essay_icl"),
+    threads: 1
     log:
         "logs/essay/figure_icl.log",
     shell:
-        "{PY} -m algo_emu essay figure --kind icl --params {params.cfg} --curves {input.curves}"
-        " --out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu essay figure {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule essay_equivalences_figure:
@@ -131,11 +138,11 @@ rule essay_equivalences_figure:
         png=report("results/figures/essay_equivalences.png", caption="../report/essay.rst", category="E6 essay",
                    subcategory="figures", labels={"name": "essay_equivalences.png"}),
     params:
-        cfg=step_cfg("essay", "figure", "equivalences"),
-        stem=lambda wc, output: output.pdf[: -len(".pdf")],
+        job=step_job(params=step_cfg("essay", "figure", "equivalences"), kind="equivalences",
+                     equivalences="results/tables/essay_equivalences.csv", out="results/figures/essay_equivalences"),
+    threads: 1
     log:
         "logs/essay/figure_equivalences.log",
     shell:
-        "{PY} -m algo_emu essay figure --kind equivalences --params {params.cfg} --equivalences {input.table}"
-        " --out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu essay figure {params.job} --threads {threads} > {log} 2>&1"
 

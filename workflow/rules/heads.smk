@@ -1,6 +1,9 @@
 # E1: attention emulating an attention head (the headline result).
 # data (per seed) -> train (per setting, all seeds x K/Q/V as one ensemble)
 # -> aggregate (tables) -> fit -> figures.
+# Each rule runs `python -m algo_emu heads <step> JOB` (algo_emu.cli). Its `job` param is built from the wildcards
+# alone, its paths spelled out: Snakemake leaves a params function that takes `input` or `output` out of the rerun
+# trigger (a "derived" param), and the job holds the config keys the step reads, the seeds and the device.
 import os
 
 from algo_emu.experiments.heads_settings import settings as _heads_settings, setting_name as _heads_setting_name
@@ -55,14 +58,15 @@ rule heads_data:
         data="data/heads/seed{seed}/dataset.pt",
         meta="data/heads/seed{seed}/dataset.pt.json",
     params:
-        cfg=step_cfg("heads", "data"),
+        job=lambda wc: step_job(params=step_cfg("heads", "data"), seed=int(wc.seed),
+                                path=f"data/heads/seed{wc.seed}/dataset.pt"),
     log:
         "logs/heads/data_seed{seed}.log",
     resources:
         mem_mb=2000,
         runtime=10,
     shell:
-        "{PY} -m algo_emu heads data --params {params.cfg} --seed {wildcards.seed} --out {output.data} > {log} 2>&1"
+        "{PY} -m algo_emu heads data {params.job} > {log} 2>&1"
 
 
 rule heads_data_published:
@@ -70,14 +74,15 @@ rule heads_data_published:
         data="data/heads/published/dataset.pt",
         meta="data/heads/published/dataset.pt.json",
     params:
-        cfg=step_cfg("heads", "data"),
+        job=lambda wc: step_job(params=step_cfg("heads", "data"), protocol="published", seed=0,
+                                path="data/heads/published/dataset.pt"),
     log:
         "logs/heads/data_published.log",
     resources:
         mem_mb=2000,
         runtime=10,
     shell:
-        "{PY} -m algo_emu heads data --params {params.cfg} --protocol published --seed 0 --out {output.data} > {log} 2>&1"
+        "{PY} -m algo_emu heads data {params.job} > {log} 2>&1"
 
 
 if not GROUPED:
@@ -89,11 +94,11 @@ if not GROUPED:
             expand("results/heads/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
             model="results/heads/{protocol}/runs/H{heads}_p{p}/model.pt",  # the frozen model the records were evaluated from
         params:
-            cfg=lambda wc: step_cfg("heads", "train", wc.protocol),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-            checkpoint="results/heads/checkpoints/{protocol}_H{heads}_p{p}.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("heads", "train", wc.protocol), protocol=wc.protocol, H=int(wc.heads), p=int(wc.p),
+                seeds=SEEDS, data_paths=heads_train_data(wc), device_spec=DEVICE,
+                out_dir=f"results/heads/{wc.protocol}/runs/H{wc.heads}_p{wc.p}",
+                checkpoint=f"results/heads/checkpoints/{wc.protocol}_H{wc.heads}_p{wc.p}.pt"),
         log:
             "logs/heads/train_{protocol}_H{heads}_p{p}.log",
         benchmark:
@@ -108,9 +113,7 @@ if not GROUPED:
             # cores at the paper's shapes; 30 s (2x margin) per epoch per seed, plus start-up.
             runtime=lambda wc: 10 + (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
         shell:
-            "{PY} -m algo_emu heads train --params {params.cfg} --protocol {wildcards.protocol} --heads {wildcards.heads} "
-            "--p {wildcards.p} --seeds {params.seeds} --data {input} --out-dir {params.out_dir} "
-            "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} > {log} 2>&1"
+            "{PY} -m algo_emu heads train {params.job} --threads {threads} > {log} 2>&1"
 
 else:
     # One job per shape group (algo_emu.grouping.heads_groups): the protocols' settings of one (H, p) as one
@@ -126,16 +129,14 @@ else:
                 [f"results/heads/{protocol}/runs/{_heads_setting_name(_H, _p)}/{f}"
                  for protocol in _protocols for f in [*(f"seed{s}/metrics.json" for s in SEEDS), "model.pt"]],
             params:
-                # the independent protocol's keys (heads.target besides the published protocol's) when it is here
-                cfg=step_cfg("heads", "train", "independent" if "independent" in _protocols else "published"),
-                protocols=" ".join(_protocols),
-                heads=_H,
-                p=_p,
-                seeds=" ".join(map(str, SEEDS)),
-                device=DEVICE,
-                group=GROUP_ARGS,
-                out_root="results/heads",
-                checkpoint=f"results/heads/checkpoints/group_H{_H}_p{_p}.pt",
+                # built here, not in a lambda: a lambda would read the loop's last (H, p). The independent
+                # protocol's keys (heads.target besides the published protocol's) when it is here.
+                job=step_job(
+                    params=step_cfg("heads", "train", "independent" if "independent" in _protocols else "published"),
+                    protocols=list(_protocols), H=_H, p=_p, seeds=SEEDS,
+                    data_paths=[f for protocol in _protocols for f in heads_protocol_data(protocol)],
+                    out_root="results/heads", checkpoint=f"results/heads/checkpoints/group_H{_H}_p{_p}.pt",
+                    device_spec=DEVICE, **GROUP_ARGS),
             log:
                 f"logs/heads/train_group_H{_H}_p{_p}.log",
             benchmark:
@@ -146,9 +147,7 @@ else:
                 mem_mb=len(_protocols) * (1200 + 300 * len(SEEDS)),
                 runtime=10 + len(_protocols) * (HEADS["epochs"] * len(SEEDS) * HEADS["n_prompts"] // 50000 + 1) // 2,
             shell:
-                "{PY} -m algo_emu heads train-group --params {params.cfg} --protocols {params.protocols} "
-                "--heads {params.heads} --p {params.p} --seeds {params.seeds} --data {input} --out-root {params.out_root} "
-                "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} {params.group} > {log} 2>&1"
+                "{PY} -m algo_emu heads train-group {params.job} --threads {threads} > {log} 2>&1"
 
 
 def heads_variant_data(wildcards):
@@ -166,13 +165,12 @@ rule heads_variant_train:
         directory("results/heads/variants/{variant}"),
     params:
         # the heads train keys with the variant's overrides: a section key it overrides is not its rerun trigger
-        cfg=lambda wc: as_json(_variant_train_params(HEADS, wc.variant)),
-        protocol=lambda wc: _variant_protocol(HEADS_VARIANTS[wc.variant]),
-        H=lambda wc: HEADS_VARIANTS[wc.variant]["heads"],
-        p=lambda wc: HEADS_VARIANTS[wc.variant]["p"],
-        seeds=lambda wc: " ".join(map(str, HEADS_VARIANTS[wc.variant]["seeds"])),
-        device=DEVICE,
-        checkpoint="results/heads/checkpoints/variants/{variant}.pt",
+        job=lambda wc: step_job(
+            params=_variant_train_params(HEADS, wc.variant), protocol=_variant_protocol(HEADS_VARIANTS[wc.variant]),
+            H=HEADS_VARIANTS[wc.variant]["heads"], p=HEADS_VARIANTS[wc.variant]["p"],
+            seeds=list(HEADS_VARIANTS[wc.variant]["seeds"]), data_paths=heads_variant_data(wc),
+            out_dir=f"results/heads/variants/{wc.variant}",
+            device_spec=DEVICE, variant=wc.variant, checkpoint=f"results/heads/checkpoints/variants/{wc.variant}.pt"),
     log:
         "logs/heads/variant_{variant}.log",
     benchmark:
@@ -184,9 +182,7 @@ rule heads_variant_train:
         runtime=lambda wc: 10 + (_variant_train_params(HEADS, wc.variant)["epochs"] * len(HEADS_VARIANTS[wc.variant]["seeds"])
                                  * HEADS["n_prompts"] // 50000 + 1) // 2,
     shell:
-        "{PY} -m algo_emu heads train --params {params.cfg} --protocol {params.protocol} --heads {params.H} "
-        "--p {params.p} --seeds {params.seeds} --data {input} --out-dir {output} --checkpoint {params.checkpoint} "
-        "--device {params.device} --threads {threads} --variant {wildcards.variant} > {log} 2>&1"
+        "{PY} -m algo_emu heads train {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule heads_variants_table:
@@ -196,14 +192,17 @@ rule heads_variants_table:
         tables=HEADS_VARIANTS_TABLES,
         curves=HEADS_VARIANTS_CURVES,
     params:
-        cfg=step_cfg("heads", "variants"),
-        # the protocol's own runs, drawn beside when present (not inputs: the variants never train the sweep)
-        baseline="results/heads results/reference/paper-scale/heads",
+        # baseline_roots: the protocol's own runs, drawn beside when present (not inputs: the variants never train
+        # the sweep)
+        job=lambda wc: step_job(
+            params=step_cfg("heads", "variants"),
+            variant_dirs=expand("results/heads/variants/{variant}", variant=list(HEADS_VARIANTS)),
+            baseline_roots=["results/heads", "results/reference/paper-scale/heads"], table=HEADS_VARIANTS_TABLES[0],
+            curves_csv=HEADS_VARIANTS_CURVES),
     log:
         "logs/heads/variants_table.log",
     shell:
-        "{PY} -m algo_emu heads variants-table --params {params.cfg} --variant-dirs {input} "
-        "--baseline-roots {params.baseline} --table {output.tables[0]} --curves {output.curves} > {log} 2>&1"
+        "{PY} -m algo_emu heads variants-table {params.job} > {log} 2>&1"
 
 
 rule heads_variants_figure:
@@ -213,12 +212,12 @@ rule heads_variants_figure:
     output:
         HEADS_VARIANTS_FIGURES,
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=lambda wc: step_job(table="results/tables/heads_variants.csv", curves_csv=HEADS_VARIANTS_CURVES,
+                                out=os.path.splitext(HEADS_VARIANTS_FIGURES[0])[0]),
     log:
         "logs/heads/variants_figure.log",
     shell:
-        "{PY} -m algo_emu heads variants-figure --table {input.table} --curves {input.curves} --out {params.stem} "
-        "> {log} 2>&1"
+        "{PY} -m algo_emu heads variants-figure {params.job} > {log} 2>&1"
 
 
 rule heads_variants:
@@ -237,12 +236,13 @@ rule heads_aggregate:
         tables=[report(t, caption="../report/heads_tables.rst", category="E1 heads", subcategory="tables",
                        labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in HEADS_TABLES[:-1]],
     params:
-        cfg=step_cfg("heads", "aggregate"),
+        job=lambda wc: step_job(
+            params=step_cfg("heads", "aggregate"), metrics=heads_metrics(), runs_csv="results/tables/heads_runs.csv",
+            heads_csv=HEADS_TABLES[0], p_csv=HEADS_TABLES[3]),
     log:
         "logs/heads/aggregate.log",
     shell:
-        "{PY} -m algo_emu heads aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
-        "--heads-table {output.tables[0]} --p-table {output.tables[3]} > {log} 2>&1"
+        "{PY} -m algo_emu heads aggregate {params.job} > {log} 2>&1"
 
 
 rule heads_fit:
@@ -252,11 +252,12 @@ rule heads_fit:
         report("results/tables/heads_fit.json", caption="../report/heads_tables.rst", category="E1 heads",
                subcategory="tables", labels={"name": "heads_fit.json"}),
     params:
-        cfg=step_cfg("heads", "fit"),
+        job=lambda wc: step_job(params=step_cfg("heads", "fit"), runs_csv="results/tables/heads_runs.csv",
+                                out_json="results/tables/heads_fit.json"),
     log:
         "logs/heads/fit.log",
     shell:
-        "{PY} -m algo_emu heads fit --params {params.cfg} --runs {input.runs} --out {output} > {log} 2>&1"
+        "{PY} -m algo_emu heads fit {params.job} > {log} 2>&1"
 
 
 rule heads_vs_mse_figure:
@@ -268,12 +269,13 @@ rule heads_vs_mse_figure:
         [report(f, caption="../report/heads_vs_mse.rst", category="E1 heads", subcategory="figures",
                 labels={"name": "heads_vs_mse.png"}) if f.endswith(".png") else f for f in HEADS_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=lambda wc: step_job(kind="heads", table="results/tables/heads_vs_mse.csv",
+                                fit_json="results/tables/heads_fit.json", runs_csv="results/tables/heads_runs.csv",
+                                out=os.path.splitext(HEADS_FIGURES[0])[0]),
     log:
         "logs/heads/figure_heads.log",
     shell:
-        "{PY} -m algo_emu heads figure --kind heads --table {input.table} --fit {input.fit} --runs {input.runs} "
-        "--out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu heads figure {params.job} > {log} 2>&1"
 
 
 rule prompt_length_vs_mse_figure:
@@ -284,12 +286,12 @@ rule prompt_length_vs_mse_figure:
         [report(f, caption="../report/prompt_length_vs_mse.rst", category="E1 heads", subcategory="figures",
                 labels={"name": "prompt_length_vs_mse.png"}) if f.endswith(".png") else f for f in P_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=lambda wc: step_job(kind="prompt_length", table="results/tables/prompt_length_vs_mse.csv",
+                                runs_csv="results/tables/heads_runs.csv", out=os.path.splitext(P_FIGURES[0])[0]),
     log:
         "logs/heads/figure_prompt_length.log",
     shell:
-        "{PY} -m algo_emu heads figure --kind prompt_length --table {input.table} --runs {input.runs} "
-        "--out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu heads figure {params.job} > {log} 2>&1"
 
 
 wildcard_constraints:

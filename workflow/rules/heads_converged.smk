@@ -4,6 +4,7 @@
 # Training goes through the same `algo_emu heads train` step as the sweeps and the variants, with the candidate's
 # epochs, lr and schedule in place of the section's (algo_emu.experiments.heads_settings.candidate_train_params);
 # the records say `variant: convergence-<name>-x1|x2` / `converged-<name>` and `paper_comparable: false`.
+# Each rule's `job` (`python -m algo_emu heads <step> JOB`) is built from the wildcards alone, as in heads.smk.
 from algo_emu.experiments.heads_settings import (
     BUDGETS as _CONV_BUDGETS,
     candidate as _conv_candidate,
@@ -59,12 +60,12 @@ rule heads_convergence_train:
         model="results/heads/convergence/{candidate}/{budget}/H{heads}_p{p}/model.pt",
     params:
         # the train keys with the candidate's epochs (x E or 2E), lr and schedule: its rerun trigger
-        cfg=lambda wc: as_json(_candidate_train_params(HEADS, wc.candidate, wc.budget, "published")),
-        seeds=" ".join(map(str, CONV_SEEDS)),
-        label=lambda wc: _run_label("convergence", wc.candidate, wc.budget),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-        checkpoint="results/heads/checkpoints/convergence/{candidate}_{budget}_H{heads}_p{p}.pt",
+        job=lambda wc: step_job(
+            params=_candidate_train_params(HEADS, wc.candidate, wc.budget, "published"), protocol="published",
+            H=int(wc.heads), p=int(wc.p), seeds=CONV_SEEDS, data_paths=heads_protocol_data("published"),
+            out_dir=f"results/heads/convergence/{wc.candidate}/{wc.budget}/H{wc.heads}_p{wc.p}",
+            device_spec=DEVICE, variant=_run_label("convergence", wc.candidate, wc.budget),
+            checkpoint=f"results/heads/checkpoints/convergence/{wc.candidate}_{wc.budget}_H{wc.heads}_p{wc.p}.pt"),
     log:
         "logs/heads/convergence_{candidate}_{budget}_H{heads}_p{p}.log",
     benchmark:
@@ -75,10 +76,7 @@ rule heads_convergence_train:
         runtime=lambda wc: _conv_runtime(_conv_candidate(HEADS, wc.candidate)["epochs"] * _CONV_BUDGETS[wc.budget],
                                          len(CONV_SEEDS)),
     shell:
-        "{PY} -m algo_emu heads train --params {params.cfg} --protocol published --heads {wildcards.heads} "
-        "--p {wildcards.p} --seeds {params.seeds} --data {input} --out-dir {params.out_dir} "
-        "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} --variant {params.label} "
-        "> {log} 2>&1"
+        "{PY} -m algo_emu heads train {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule heads_convergence_table:
@@ -87,11 +85,12 @@ rule heads_convergence_table:
     output:
         HEADS_CONVERGENCE_TABLES,
     params:
-        cfg=step_cfg("heads", "convergence"),
+        job=lambda wc: step_job(params=step_cfg("heads", "convergence"), metrics=heads_convergence_metrics(),
+                                table=HEADS_CONVERGENCE_TABLES[0]),
     log:
         "logs/heads/convergence_table.log",
     shell:
-        "{PY} -m algo_emu heads convergence-table --params {params.cfg} --metrics {input} --table {output[0]} > {log} 2>&1"
+        "{PY} -m algo_emu heads convergence-table {params.job} > {log} 2>&1"
 
 
 rule heads_convergence:
@@ -105,12 +104,13 @@ rule heads_converged_check:
     output:
         HEADS_CONVERGED_GATE,
     params:
-        cfg=step_cfg("heads", "converged"),
+        job=lambda wc: step_job(params=step_cfg("heads", "converged"), table="results/tables/heads_convergence.csv",
+                                out=HEADS_CONVERGED_GATE),
     log:
         "logs/heads/converged_check.log",
     shell:
         # the refusal (heads.converged.protocol did not converge) is logged and printed where the user sees it
-        "{PY} -m algo_emu heads converged-check --params {params.cfg} --table {input.table} --out {output} > {log} 2>&1 "
+        "{PY} -m algo_emu heads converged-check {params.job} > {log} 2>&1 "
         "|| {{ cat {log} >&2; exit 1; }}"
 
 
@@ -123,12 +123,12 @@ rule heads_converged_train:
         expand("results/heads/converged/{{candidate}}/{{protocol}}/runs/H{{heads}}_p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
         model="results/heads/converged/{candidate}/{protocol}/runs/H{heads}_p{p}/model.pt",
     params:
-        cfg=lambda wc: as_json(_candidate_train_params(HEADS, wc.candidate, "x1", wc.protocol)),
-        seeds=" ".join(map(str, SEEDS)),
-        label=lambda wc: _run_label("converged", wc.candidate),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-        checkpoint="results/heads/checkpoints/converged/{candidate}_{protocol}_H{heads}_p{p}.pt",
+        job=lambda wc: step_job(
+            params=_candidate_train_params(HEADS, wc.candidate, "x1", wc.protocol), protocol=wc.protocol,
+            H=int(wc.heads), p=int(wc.p), seeds=SEEDS, data_paths=heads_protocol_data(wc.protocol),
+            out_dir=f"results/heads/converged/{wc.candidate}/{wc.protocol}/runs/H{wc.heads}_p{wc.p}",
+            device_spec=DEVICE, variant=_run_label("converged", wc.candidate),
+            checkpoint=f"results/heads/checkpoints/converged/{wc.candidate}_{wc.protocol}_H{wc.heads}_p{wc.p}.pt"),
     log:
         "logs/heads/converged_{candidate}_{protocol}_H{heads}_p{p}.log",
     benchmark:
@@ -138,10 +138,7 @@ rule heads_converged_train:
         mem_mb=1200 + 300 * len(SEEDS),
         runtime=lambda wc: _conv_runtime(_conv_candidate(HEADS, wc.candidate)["epochs"], len(SEEDS)),
     shell:
-        "{PY} -m algo_emu heads train --params {params.cfg} --protocol {wildcards.protocol} --heads {wildcards.heads} "
-        "--p {wildcards.p} --seeds {params.seeds} --data {input.data} --out-dir {params.out_dir} "
-        "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} --variant {params.label} "
-        "> {log} 2>&1"
+        "{PY} -m algo_emu heads train {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule heads_converged_table:
@@ -151,13 +148,14 @@ rule heads_converged_table:
     output:
         HEADS_CONVERGED_TABLES,
     params:
-        cfg=step_cfg("heads", "converged"),
-        seeds=" ".join(map(str, SEEDS)),
+        job=lambda wc: step_job(
+            params=step_cfg("heads", "converged"), metrics=heads_converged_metrics(), seeds=SEEDS,
+            gate=HEADS_CONVERGED_GATE, table=HEADS_CONVERGED_TABLES[0], runs_csv=HEADS_CONVERGED_TABLES[2],
+            fit_json=HEADS_CONVERGED_TABLES[3]),
     log:
         "logs/heads/converged_table.log",
     shell:
-        "{PY} -m algo_emu heads converged-table --params {params.cfg} --metrics {input.metrics} --seeds {params.seeds} "
-        "--gate {input.gate} --table {output[0]} --runs {output[2]} --fit {output[3]} > {log} 2>&1"
+        "{PY} -m algo_emu heads converged-table {params.job} > {log} 2>&1"
 
 
 rule heads_converged_figure:
@@ -166,14 +164,16 @@ rule heads_converged_figure:
     output:
         HEADS_CONVERGED_FIGURES,
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
-        # our 50-epoch heads table, drawn beside when present (not an input: this target never trains the sweep)
-        baseline="results/tables/heads_vs_mse.csv results/reference/paper-scale/tables/heads_vs_mse.csv",
+        # baseline_tables: our 50-epoch heads table, drawn beside when present (not an input: this target never
+        # trains the sweep)
+        job=lambda wc: step_job(
+            table="results/tables/heads_converged.csv", out=os.path.splitext(HEADS_CONVERGED_FIGURES[0])[0],
+            baseline_tables=["results/tables/heads_vs_mse.csv",
+                             "results/reference/paper-scale/tables/heads_vs_mse.csv"]),
     log:
         "logs/heads/converged_figure.log",
     shell:
-        "{PY} -m algo_emu heads converged-figure --table {input.table} --out {params.stem} "
-        "--baseline-tables {params.baseline} > {log} 2>&1"
+        "{PY} -m algo_emu heads converged-figure {params.job} > {log} 2>&1"
 
 
 rule heads_converged:

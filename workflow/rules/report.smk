@@ -50,16 +50,14 @@ rule replication:
         csv=report(REPLICATION_OUTPUTS[1], caption="../report/replication.rst", category="0. Replication summary",
                    labels={"what": "table", "name": "replication.csv"}),
     params:
-        cfg=as_json(config),
-        name=shlex.quote(CONFIG_NAME),
-        essay=lambda wc: f"--essay {ESSAY_CLAIMS}" if ESSAY_CLAIMS in ALL_OUTPUTS else "",
-        tables_dir=os.path.dirname(REPLICATION_OUTPUTS[1]),  # the tables are its inputs (replication_inputs)
+        job=step_job(config=config, config_name=CONFIG_NAME, out_md=REPLICATION_OUTPUTS[0], out_csv=REPLICATION_OUTPUTS[1],
+                     essay=ESSAY_CLAIMS if ESSAY_CLAIMS in ALL_OUTPUTS else None,
+                     tables_dir=os.path.dirname(REPLICATION_OUTPUTS[1])),  # the tables are its inputs (replication_inputs)
         smoke=smoke_line(config, rst=True) or "",  # the caption's first line at a smoke scale (algo_emu.report.smoke)
     log:
         "logs/report/replication.log",
     shell:
-        "{PY} -m algo_emu.report replication --tables-dir {params.tables_dir} --config {params.cfg}"
-        " --config-name {params.name} {params.essay} --out-md {output.md} --out-csv {output.csv} > {log} 2>&1"
+        "{PY} -m algo_emu report replication {params.job} > {log} 2>&1"
 
 
 rule manifest:
@@ -69,14 +67,12 @@ rule manifest:
         report(MANIFEST, caption="../report/manifest.rst", category="0. Replication summary",
                labels={"what": "manifest", "name": "manifest.json"}),
     params:
-        cfg=as_json(config),
-        configfiles=" ".join(shlex.quote(str(f)) for f in workflow.configfiles),
-        benchmarks="results/benchmarks",  # every rule's benchmark: records (read if present)
+        job=step_job(config=config, configfiles=[str(f) for f in workflow.configfiles], outputs=manifest_inputs(),
+                     out=MANIFEST, benchmarks="results/benchmarks"),  # every rule's benchmark: records (read if present)
     log:
         "logs/report/manifest.log",
     shell:
-        "{PY} -m algo_emu.report manifest --config {params.cfg} --configfiles {params.configfiles}"
-        " --benchmarks {params.benchmarks} --outputs {input} --out {output} > {log} 2>&1"
+        "{PY} -m algo_emu report manifest {params.job} > {log} 2>&1"
 
 
 # `snakemake --report` on a half-finished results/ tree: name every missing output of `all` and stop,

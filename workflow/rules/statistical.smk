@@ -4,6 +4,8 @@
 # baseline: same block, data and budget, tokens without the weights) -> evaluate (loads both read-only,
 # per algorithm on fresh data, the model also with its prompt's weights ablated; proves the weights
 # unchanged) -> aggregate (statistical_emulation, statistical_ablation) -> figures.
+# Each rule runs `python -m algo_emu statistical <step> JOB`; its `job` param is built from the wildcards alone, its
+# paths spelled out (Snakemake leaves a params function that takes `input` or `output` out of the rerun trigger).
 import os
 
 STAT = config["statistical"]
@@ -23,7 +25,7 @@ def statistical_metrics(wildcards=None):
 
 
 def statistical_train_data(wildcards):
-    """Every seed's training data set of the mode, in SEEDS order (what --seeds lists)."""
+    """Every seed's training data set of the mode, in SEEDS order (the job's `seeds`)."""
     return [f"data/statistical/{wildcards.stat_mode}/seed{s}/dataset.pt" for s in SEEDS]
 
 
@@ -37,7 +39,9 @@ rule statistical_data:
     wildcard_constraints:
         stat_mode="fitted|reference_code",
     params:
-        cfg=step_cfg("statistical", "data"),
+        job=lambda wc: step_job(
+            params=step_cfg("statistical", "data"), mode=wc.stat_mode, seed=int(wc.seed),
+            path=f"data/statistical/{wc.stat_mode}/seed{wc.seed}/dataset.pt"),
     log:
         "logs/statistical/data_{stat_mode}_seed{seed}.log",
     benchmark:
@@ -47,8 +51,7 @@ rule statistical_data:
         mem_mb=lambda wc: 1000 + STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 8 * 4 // 10**6,
         runtime=lambda wc: 10 + STAT["n_prompts"] // 10000,
     shell:
-        "{PY} -m algo_emu statistical data --params {params.cfg} --mode {wildcards.stat_mode} --seed {wildcards.seed} "
-        "--out {output.data} > {log} 2>&1"
+        "{PY} -m algo_emu statistical data {params.job} > {log} 2>&1"
 
 
 if not GROUPED:
@@ -62,11 +65,11 @@ if not GROUPED:
         wildcard_constraints:
             stat_mode="fitted|reference_code",
         params:
-            blind="",
-            cfg=step_cfg("statistical", "train"),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("statistical", "train"), mode=wc.stat_mode, H=int(wc.heads), seeds=SEEDS,
+                data_paths=statistical_train_data(wc),
+                model_path=f"results/statistical/models/{wc.stat_mode}_H{wc.heads}.pt", device_spec=DEVICE,
+                checkpoint=f"results/statistical/checkpoints/{wc.stat_mode}_H{wc.heads}.pt"),
         log:
             "logs/statistical/train_{stat_mode}_H{heads}.log",
         benchmark:
@@ -78,23 +81,21 @@ if not GROUPED:
             mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 2,
             runtime=lambda wc: 30 + 10 * STAT["epochs"],
         shell:
-            "{PY} -m algo_emu statistical train {params.blind}--params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-            "--seeds {params.seeds} --data {input.data} --model {output.model} --checkpoint {params.checkpoint} "
-            "--device {params.device} --threads {threads} > {log} 2>&1"
+            "{PY} -m algo_emu statistical train {params.job} --threads {threads} > {log} 2>&1"
 
 
     # The weight-blind baseline of each (mode, H): the same job as statistical_train (resources, shell) with
-    # `--blind` (tokens without the weights), its own model file, checkpoint, log and benchmark.
+    # `blind` (tokens without the weights), its own model file, checkpoint, log and benchmark.
     use rule statistical_train as statistical_train_blind with:
         output:
             model="results/statistical/models/{stat_mode}_H{heads}_blind.pt",
             sidecar="results/statistical/models/{stat_mode}_H{heads}_blind.pt.json",
         params:
-            blind="--blind ",
-            cfg=step_cfg("statistical", "train"),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            checkpoint="results/statistical/checkpoints/{stat_mode}_H{heads}_blind.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("statistical", "train"), mode=wc.stat_mode, H=int(wc.heads), seeds=SEEDS,
+                data_paths=statistical_train_data(wc),
+                model_path=f"results/statistical/models/{wc.stat_mode}_H{wc.heads}_blind.pt", device_spec=DEVICE,
+                blind=True, checkpoint=f"results/statistical/checkpoints/{wc.stat_mode}_H{wc.heads}_blind.pt"),
         log:
             "logs/statistical/train_blind_{stat_mode}_H{heads}.log",
         benchmark:
@@ -114,11 +115,12 @@ else:
         wildcard_constraints:
             stat_mode="fitted|reference_code",
         params:
-            cfg=step_cfg("statistical", "train"),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            group=GROUP_ARGS,
-            checkpoint="results/statistical/checkpoints/group_{stat_mode}_H{heads}.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("statistical", "train"), mode=wc.stat_mode, H=int(wc.heads), seeds=SEEDS,
+                data_paths=statistical_train_data(wc),
+                model_path=f"results/statistical/models/{wc.stat_mode}_H{wc.heads}.pt",
+                blind_path=f"results/statistical/models/{wc.stat_mode}_H{wc.heads}_blind.pt", device_spec=DEVICE,
+                **GROUP_ARGS, checkpoint=f"results/statistical/checkpoints/group_{wc.stat_mode}_H{wc.heads}.pt"),
         log:
             "logs/statistical/train_group_{stat_mode}_H{heads}.log",
         benchmark:
@@ -129,9 +131,7 @@ else:
             mem_mb=lambda wc: 2000 + len(SEEDS) * STAT["n_prompts"] * (STAT["n_context"] + STAT["n_query"]) * (2 * STAT["d"] + 2) * 4 // 10**6 * 3,
             runtime=lambda wc: 30 + 20 * STAT["epochs"],
         shell:
-            "{PY} -m algo_emu statistical train --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-            "--seeds {params.seeds} --data {input.data} --model {output.model} --blind-model {output.blind} "
-            "--checkpoint {params.checkpoint} --device {params.device} --threads {threads} {params.group} > {log} 2>&1"
+            "{PY} -m algo_emu statistical train {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule statistical_evaluate:
@@ -145,10 +145,11 @@ rule statistical_evaluate:
     wildcard_constraints:
         stat_mode="fitted|reference_code",
     params:
-        cfg=step_cfg("statistical", "evaluate"),
-        seeds=" ".join(map(str, SEEDS)),
-        device=DEVICE,
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
+        job=lambda wc: step_job(
+            params=step_cfg("statistical", "evaluate"), mode=wc.stat_mode, H=int(wc.heads), seeds=SEEDS,
+            model_path=f"results/statistical/models/{wc.stat_mode}_H{wc.heads}.pt",
+            blind_path=f"results/statistical/models/{wc.stat_mode}_H{wc.heads}_blind.pt",
+            out_dir=f"results/statistical/runs/{wc.stat_mode}_H{wc.heads}", device_spec=DEVICE),
     log:
         "logs/statistical/evaluate_{stat_mode}_H{heads}.log",
     benchmark:
@@ -158,10 +159,7 @@ rule statistical_evaluate:
         mem_mb=2000,
         runtime=30,
     shell:
-        "{PY} -m algo_emu statistical evaluate --params {params.cfg} --mode {wildcards.stat_mode} --heads {wildcards.heads} "
-        "--seeds {params.seeds} --model {input.model} --blind-model {input.blind} "
-        "--out-dir {params.out_dir} "
-        "--device {params.device} --threads {threads} > {log} 2>&1"
+        "{PY} -m algo_emu statistical evaluate {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule statistical_aggregate:
@@ -173,13 +171,14 @@ rule statistical_aggregate:
         ablation=[report(t, caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in STAT_ABLATION],
         ablation_runs=report("results/tables/statistical_ablation_runs.csv", caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": "statistical_ablation_runs.csv (per seed)"}),
     params:
-        cfg=step_cfg("statistical", "aggregate"),
+        job=lambda wc: step_job(
+            params=step_cfg("statistical", "aggregate"), metrics=statistical_metrics(),
+            runs_csv="results/tables/statistical_runs.csv", table_csv=STAT_TABLES[0], ablation_csv=STAT_ABLATION[0],
+            ablation_runs_csv="results/tables/statistical_ablation_runs.csv"),
     log:
         "logs/statistical/aggregate.log",
     shell:
-        "{PY} -m algo_emu statistical aggregate --params {params.cfg} --metrics {input} --runs {output.runs} "
-        "--table {output.tables[0]} --ablation-table {output.ablation[0]} "
-        "--ablation-runs {output.ablation_runs} > {log} 2>&1"
+        "{PY} -m algo_emu statistical aggregate {params.job} > {log} 2>&1"
 
 
 rule statistical_heads_figure:
@@ -189,12 +188,13 @@ rule statistical_heads_figure:
     output:
         [report(f, caption="../report/statistical_heads.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="figures", labels={"name": "statistical_heads.png"}) if f.endswith(".png") else f for f in STAT_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=lambda wc: step_job(table="results/tables/statistical_emulation.csv",
+                                runs_csv="results/tables/statistical_runs.csv",
+                                out=os.path.splitext(STAT_FIGURES[0])[0]),
     log:
         "logs/statistical/figure.log",
     shell:
-        "{PY} -m algo_emu statistical figure --table {input.table} --runs {input.runs} "
-        "--out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu statistical figure {params.job} > {log} 2>&1"
 
 
 rule statistical_ablation_figure:
@@ -204,10 +204,11 @@ rule statistical_ablation_figure:
     output:
         [report(f, caption="../report/ablation.rst", category="E3 statistical algorithms (Appendix C.1)", subcategory="ablations", labels={"name": "statistical_ablation.png"}) if f.endswith(".png") else f for f in STAT_ABLATION_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=lambda wc: step_job(table="results/tables/statistical_ablation.csv",
+                                runs_csv="results/tables/statistical_ablation_runs.csv",
+                                out=os.path.splitext(STAT_ABLATION_FIGURES[0])[0]),
     log:
         "logs/statistical/ablation_figure.log",
     shell:
-        "{PY} -m algo_emu statistical ablation-figure --table {input.table} --runs {input.runs} "
-        "--out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu statistical ablation-figure {params.job} > {log} 2>&1"
 

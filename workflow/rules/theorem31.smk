@@ -11,6 +11,10 @@ T31_GD_TABLES = expand("results/tables/f_gd_step.{ext}", ext=["csv", "md", "tex"
 T31_FIGURES = expand("results/figures/f_emulation.{ext}", ext=["pdf", "png"])
 T31_ABLATION = expand("results/tables/f_emulation_ablation.{ext}", ext=["csv", "md", "tex"])
 T31_ABLATION_FIGURES = expand("results/figures/f_emulation_ablation.{ext}", ext=["pdf", "png"])
+T31_RUNS = "results/tables/theorem31_runs.csv"
+T31_ABLATION_RUNS = "results/tables/f_emulation_ablation_runs.csv"
+# A job's arguments are built from the wildcards alone (a params function taking input or output is no rerun
+# trigger in Snakemake), so its paths come from these names, the ones the rules' inputs and outputs use.
 
 
 def theorem31_metrics(wildcards=None):
@@ -28,12 +32,9 @@ if not GROUPED:
             expand("results/theorem31/runs/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
             model="results/theorem31/runs/p{p}/model.pt",  # the frozen model the records were evaluated from
         params:
-            blind="",
-            cfg=step_cfg("theorem31", "train"),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-            checkpoint="results/theorem31/checkpoints/p{p}.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("theorem31", "train"), p=int(wc.p), seeds=SEEDS, device_spec=DEVICE,
+                out_dir=f"results/theorem31/runs/p{wc.p}", checkpoint=f"results/theorem31/checkpoints/p{wc.p}.pt"),
         log:
             "logs/theorem31/train_p{p}.log",
         benchmark:
@@ -47,24 +48,19 @@ if not GROUPED:
                 (2 * T31["d"] + 1) * 2 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
             runtime=lambda wc: 30 + 15 * T31["epochs"],
         shell:
-            "{PY} -m algo_emu theorem31 train {params.blind}--params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
-            "--out-dir {params.out_dir} --checkpoint {params.checkpoint} "
-            "--device {params.device} --threads {threads} > {log} 2>&1"
+            "{PY} -m algo_emu theorem31 train {params.job} --threads {threads} > {log} 2>&1"
 
 
-    # The weight-blind baseline of each p: the same job as theorem31_train (resources, shell) with `--blind`
+    # The weight-blind baseline of each p: the same job as theorem31_train (resources, shell) with `blind`
     # (tokens [x_i; y_i] without w), its own outputs, checkpoint, log and benchmark.
     use rule theorem31_train as theorem31_blind with:
         output:
             expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
             model="results/theorem31/blind/p{p}/model.pt",
         params:
-            blind="--blind ",
-            cfg=step_cfg("theorem31", "train"),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),
-            checkpoint="results/theorem31/checkpoints/blind_p{p}.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("theorem31", "train"), p=int(wc.p), seeds=SEEDS, device_spec=DEVICE, blind=True,
+                out_dir=f"results/theorem31/blind/p{wc.p}", checkpoint=f"results/theorem31/checkpoints/blind_p{wc.p}.pt"),
         log:
             "logs/theorem31/blind_p{p}.log",
         benchmark:
@@ -80,13 +76,10 @@ else:
             model="results/theorem31/runs/p{p}/model.pt",
             blind_model="results/theorem31/blind/p{p}/model.pt",
         params:
-            cfg=step_cfg("theorem31", "train"),
-            seeds=" ".join(map(str, SEEDS)),
-            device=DEVICE,
-            group=GROUP_ARGS,
-            out_dir=lambda wc, output: os.path.dirname(output.model),
-            blind_dir=lambda wc, output: os.path.dirname(output.blind_model),
-            checkpoint="results/theorem31/checkpoints/group_p{p}.pt",
+            job=lambda wc: step_job(
+                params=step_cfg("theorem31", "train"), p=int(wc.p), seeds=SEEDS, device_spec=DEVICE, **GROUP_ARGS,
+                out_dir=f"results/theorem31/runs/p{wc.p}", blind_out_dir=f"results/theorem31/blind/p{wc.p}",
+                checkpoint=f"results/theorem31/checkpoints/group_p{wc.p}.pt"),
         log:
             "logs/theorem31/train_group_p{p}.log",
         benchmark:
@@ -98,9 +91,7 @@ else:
                 (2 * T31["d"] + 1) * 3 + T31["d"] * len(T31["fs"])) * 4 // 10**6,
             runtime=lambda wc: 30 + 30 * T31["epochs"],
         shell:
-            "{PY} -m algo_emu theorem31 train --params {params.cfg} --p {wildcards.p} --seeds {params.seeds} "
-            "--out-dir {params.out_dir} --blind-out-dir {params.blind_dir} --checkpoint {params.checkpoint} "
-            "--device {params.device} --threads {threads} {params.group} > {log} 2>&1"
+            "{PY} -m algo_emu theorem31 train {params.job} --threads {threads} > {log} 2>&1"
 
 
 rule theorem31_aggregate:
@@ -108,49 +99,49 @@ rule theorem31_aggregate:
         metrics=theorem31_metrics,
         blind=theorem31_blind_metrics,
     output:
-        runs=report("results/tables/theorem31_runs.csv", caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": "theorem31_runs.csv (per seed)"}),
+        runs=report(T31_RUNS, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": "theorem31_runs.csv (per seed)"}),
         tables=[report(t, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_F_TABLES],
         gd_tables=[report(t, caption="../report/theorem31_tables.rst", category="E2 Theorem 3.1", subcategory="tables", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_GD_TABLES],
         ablation=[report(t, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": t.rsplit("/", 1)[-1]}) if t.endswith(".csv") else t for t in T31_ABLATION],
-        ablation_runs=report("results/tables/f_emulation_ablation_runs.csv", caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation_runs.csv (per seed)"}),
+        ablation_runs=report(T31_ABLATION_RUNS, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation_runs.csv (per seed)"}),
     params:
-        cfg=step_cfg("theorem31", "aggregate"),
+        job=step_job(
+            params=step_cfg("theorem31", "aggregate"), metrics=theorem31_metrics(), blind_metrics=theorem31_blind_metrics(),
+            runs_csv=T31_RUNS, f_csv=T31_F_TABLES[0], gd_csv=T31_GD_TABLES[0],
+            ablation_csv=T31_ABLATION[0], ablation_runs_csv=T31_ABLATION_RUNS),
     log:
         "logs/theorem31/aggregate.log",
     shell:
-        "{PY} -m algo_emu theorem31 aggregate --params {params.cfg} --metrics {input.metrics} "
-        "--blind-metrics {input.blind} --runs {output.runs} "
-        "--f-table {output.tables[0]} --gd-table {output.gd_tables[0]} "
-        "--ablation-table {output.ablation[0]} --ablation-runs {output.ablation_runs} > {log} 2>&1"
+        "{PY} -m algo_emu theorem31 aggregate {params.job} > {log} 2>&1"
 
 
 rule theorem31_figure:
     input:
-        table="results/tables/f_emulation.csv",
-        gd="results/tables/f_gd_step.csv",
-        runs="results/tables/theorem31_runs.csv",
+        table=T31_F_TABLES[0],
+        gd=T31_GD_TABLES[0],
+        runs=T31_RUNS,
     output:
         [report(f, caption="../report/f_emulation.rst", category="E2 Theorem 3.1", subcategory="figures", labels={"name": "f_emulation.png"}) if f.endswith(".png") else f for f in T31_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=step_job(table=T31_F_TABLES[0], gd_table=T31_GD_TABLES[0], runs_csv=T31_RUNS,
+                     out=os.path.splitext(T31_FIGURES[0])[0]),
     log:
         "logs/theorem31/figure.log",
     shell:
-        "{PY} -m algo_emu theorem31 figure --table {input.table} --gd-table {input.gd} --runs {input.runs} "
-        "--out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu theorem31 figure {params.job} > {log} 2>&1"
 
 
 rule theorem31_ablation_figure:
     input:
-        table="results/tables/f_emulation_ablation.csv",
-        runs="results/tables/f_emulation_ablation_runs.csv",
+        table=T31_ABLATION[0],
+        runs=T31_ABLATION_RUNS,
     output:
         [report(f, caption="../report/ablation.rst", category="E2 Theorem 3.1", subcategory="ablations", labels={"name": "f_emulation_ablation.png"}) if f.endswith(".png") else f for f in T31_ABLATION_FIGURES],
     params:
-        stem=lambda wc, output: os.path.splitext(output[0])[0],
+        job=step_job(table=T31_ABLATION[0], runs_csv=T31_ABLATION_RUNS,
+                     out=os.path.splitext(T31_ABLATION_FIGURES[0])[0]),
     log:
         "logs/theorem31/ablation_figure.log",
     shell:
-        "{PY} -m algo_emu theorem31 ablation-figure --table {input.table} --runs {input.runs} "
-        "--out {params.stem} > {log} 2>&1"
+        "{PY} -m algo_emu theorem31 ablation-figure {params.job} > {log} 2>&1"
 

@@ -162,13 +162,12 @@ def load_packaged_frame() -> tuple[pd.DataFrame, dict[str, Any]]:
 # ----------------------------------------------------------------------------- download
 
 
-def download(
-    params: Mapping[str, Any] | None, out_csv: str | Path, out_provenance: str | Path
-) -> dict[str, Any]:
+def download(out_csv: str | Path, out_provenance: str | Path, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write the raw CSV and its provenance JSON; return the provenance.
 
-    Nothing is written when anything fails (unknown source, fetch error without fallback,
-    checksum mismatch, missing target, malformed local file).
+    ``params``: the ``ames`` section (absent keys, or all of them when None: the defaults). Nothing is written
+    when anything fails (unknown source, fetch error without fallback, checksum mismatch, missing target,
+    malformed local file).
     """
     p = resolve_params(params)
     source = p["source"]
@@ -358,14 +357,14 @@ def prepare_arrays(
 
 
 def prepare(
-    params: Mapping[str, Any] | None,
     csv_path: str | Path,
     provenance_path: str | Path | None,
     seed: int,
     out_npz: str | Path,
     out_meta: str | Path,
+    params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write ``prepared.npz`` and its JSON sidecar for one seed; return the sidecar."""
+    """Write ``prepared.npz`` and its JSON sidecar for one seed; return the sidecar. ``params``: as :func:`download`."""
     p = resolve_params(params)
     df, prov = load_raw(csv_path, provenance_path, p)
     res = prepare_arrays(df, seed, p, prov)

@@ -331,9 +331,12 @@ def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: M
     return {"arrays": out, "summary": summary}
 
 
-def fit_seed(params: Mapping[str, Any] | None, mode: str, seed: int, prepared_npz: str | Path,
-             out_npz: str | Path, out_json: str | Path) -> dict[str, Any]:
-    """Fit one seed's algorithms from its ``prepared.npz``; write ``fits.npz`` and a JSON summary."""
+def fit_seed(mode: str, seed: int, prepared_npz: str | Path, out_npz: str | Path, out_json: str | Path,
+             params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Fit one seed's algorithms from its ``prepared.npz``; write ``fits.npz`` and a JSON summary.
+
+    ``mode``: one of :data:`MODES`; ``seed``: of the CV folds' stream ``("ames", "cv")``; ``params``: the ``ames``
+    section (absent keys, or all of them when None: the defaults)."""
     from algo_emu.data.ames import load_prepared
 
     prepared_npz = Path(prepared_npz)

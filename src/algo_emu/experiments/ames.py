@@ -1,12 +1,13 @@
 """E4 Ames Housing: emulate LinearRegression, Ridge and Lasso from weights in the prompt.
 
-Steps (the Snakemake rules in workflow/rules/ames.smk call these; ``--params`` is the resolved ``ames``
-config section as JSON):
+Steps, ``python -m algo_emu ames <step> JOB [--threads N]`` (:mod:`algo_emu.cli`; ``JOB`` holds the keyword
+arguments of the step's function in :data:`STEPS`; the Snakemake rules in workflow/rules/ames.smk call these;
+``params`` is the ``ames`` config section, defaults filled by each step):
 
   download   raw CSV + provenance (algo_emu.data.ames)
   prepare    one seed's train/test arrays, preprocessing fitted on its training rows
   fit        one seed's three algorithm fits in one mode (algo_emu.data.ames_fits)
-  train      one mode: every seed's emulator (or, --blind, its weight-blind baseline with the same
+  train      one mode: every seed's emulator (or, ``blind``, its weight-blind baseline with the same
              budget: algo_emu.ablation), frozen; prompts from algo_emu.data.ames_prompts
   evaluate   one mode: the frozen models, loaded read-only, on each seed's held-out rows, with
              prompt ablations and the baseline
@@ -35,9 +36,7 @@ import pandas as pd
 import torch
 
 from algo_emu import ablation as abl
-from algo_emu import cli
 from algo_emu.experiments.step_keys import reads as _reads
-from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults, validate_section
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
@@ -66,6 +65,13 @@ DEFAULTS: dict[str, Any] = schema_defaults("ames")
 #: so ``other_prompt`` is the identity there; they get ``other_algorithm`` (donor) instead.
 ALGORITHM_ABLATIONS: tuple[str, ...] = ("permuted", "random", "zeros")
 HELDOUT_ABLATIONS: tuple[str, ...] = abl.ABLATIONS
+
+
+def check_modes(*modes: str) -> None:
+    """Every mode a step is given must be one of :data:`MODES` (ValueError naming the argument otherwise)."""
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise ValueError(f"ames mode must be one of {list(MODES)}, got {', '.join(map(repr, bad))}")
 
 
 def resolve_train_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -140,8 +146,8 @@ class AmesTask:
         return x[:, :, None, :], self.targets[self._rows, index][:, :, None, None]
 
 
-def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int], prepared_paths: Sequence[str],
-               fits_paths: Sequence[str], out: str | Path, checkpoint_dir: str | Path | None = None,
+def train_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], fits_paths: Sequence[str],
+               out: str | Path, params: Mapping[str, Any] | None = None, checkpoint_dir: str | Path | None = None,
                device_spec: str = "auto", threads: int | None = None, blind: bool = False) -> dict:
     """Train every seed's emulator of ``mode``; save them frozen to ``out`` (+ ``out.json`` sidecar).
 
@@ -149,11 +155,12 @@ def train_mode(params: Mapping[str, Any] | None, mode: str, seeds: Sequence[int]
     heads, p, epochs, batch, lr, training prompts, targets and data order (same member names, so the same
     shuffle stream), on tokens whose weight columns are removed (:func:`algo_emu.ablation.strip_weights`
     with each seed's :func:`~algo_emu.data.ames_prompts.prompt_layout`); its own init stream. Both sidecars
-    record the training budget, which the evaluation checks is the same. Returns the sidecar."""
+    record the training budget, which the evaluation checks is the same. ``params``: the ``ames`` section (absent
+    keys, or all of them when None: the defaults). ``checkpoint_dir``: resumable checkpoints, one per hidden-width
+    group (the baseline's prefixed ``blind_``). Returns the sidecar."""
     from algo_emu.frozen import save_frozen
 
-    if mode not in MODES:
-        raise ValueError(f"ames mode must be one of {list(MODES)}, got {mode!r}")
+    check_modes(mode)
     loaded = load_seeds(seeds, prepared_paths, fits_paths)
     section = resolve_train_params(params)
     runner = Runner(device_spec, threads)
@@ -230,8 +237,10 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
                   emulator: str | Path, out_dir: str | Path, predictions_csv: str | Path,
                   device_spec: str = "auto", threads: int | None = None, blind: str | Path | None = None
                   ) -> dict[int, dict]:
-    """Evaluate the frozen emulators of ``mode`` on each seed's test rows, per prompt set, with prompt
-    ablations (:mod:`algo_emu.ablation`) and, given ``blind``, beside the weight-blind baseline.
+    """Evaluate the frozen emulators of ``mode``, read-only, per seed and prompt set, with ablations and baseline.
+
+    On each seed's test rows, per prompt set, with prompt ablations (:mod:`algo_emu.ablation`) and, given
+    ``blind``, beside the weight-blind baseline.
 
     Prompt sets: :func:`eval_sets`. Ablations (the target unchanged): algorithm sets ``permuted``,
     ``random``, ``zeros`` and ``other_algorithm``; held-out sets ``other_prompt``, ``permuted``, ``random``,
@@ -240,6 +249,7 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
     (:func:`algo_emu.ablation.check_baseline`).
     Writes ``out_dir/seed<k>/metrics.json`` and one predictions CSV (every seed, set and prompt).
     """
+    check_modes(mode)
     loaded = load_seeds(seeds, prepared_paths, fits_paths)
     run = Runner(device_spec, threads)
     device = run.device
@@ -352,49 +362,20 @@ def evaluate_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str]
     return out
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- steps
 
 
-PARAMS = cli.PARAMS.to(required=False, default={}, help="the ames config section as JSON")
-MODE = arg("--mode", choices=MODES, required=True)
-PER_SEED = [arg("--prepared", "prepared_paths", nargs="+", required=True, help="prepared.npz per seed (same order)"),
-            arg("--fits", "fits_paths", nargs="+", required=True, help="fits.npz per seed (same order)")]
-STEPS = [
-    Step("download", "write the raw CSV (Kaggle column names) and its provenance JSON", data.download,
-         [PARAMS, arg("--out-csv", required=True, help="raw CSV to write (e.g. data/raw/ames.csv)"),
-          arg("--out-provenance", required=True, help="provenance JSON to write")]),
-    Step("prepare", "split one seed, fit the preprocessing on its training rows, write arrays", data.prepare,
-         [PARAMS, arg("--csv", "csv_path", required=True, help="raw CSV written by the download step"),
-          arg("--provenance", "provenance_path", required=True,
-              help="its provenance JSON (sha256 and column types are checked)"),
-          cli.SEED.to(help="seed of the split stream ('ames', 'split')"),
-          arg("--out", "out_npz", required=True, help="prepared.npz to write"),
-          arg("--out-meta", required=True, help="JSON sidecar to write")]),
-    Step("fit", "fit LinearRegression, Ridge, Lasso for one seed in one mode", fits.fit_seed,
-         [PARAMS, MODE, cli.SEED.to(help="seed (CV folds stream ('ames', 'cv'))"),
-          arg("--prepared", "prepared_npz", required=True, help="prepared.npz of this seed"),
-          arg("--out", "out_npz", required=True, help="fits.npz to write"),
-          arg("--out-json", required=True, help="JSON summary to write")]),
-    Step("train", "train every seed's emulator of one mode on mixed prompts; save them frozen", train_mode,
-         [PARAMS, MODE, cli.SEEDS, *PER_SEED,
-          arg("--out", required=True, help="frozen emulator file to write (+ .json sidecar)"),
-          arg("--blind", action="store_true",
-              help="train the weight-blind baseline instead (the same budget; tokens without the weights)"),
-          arg("--checkpoint-dir", help="resumable checkpoints (one per hidden-width group; the baseline's prefixed blind_)"),
-          *cli.RUNTIME]),
-    Step("evaluate", "evaluate the frozen emulators (read-only) per seed and algorithm", evaluate_mode,
-         [MODE, cli.SEEDS, *PER_SEED,
-          arg("--emulator", required=True, help="frozen emulator file written by the train step"),
-          arg("--blind", help="frozen weight-blind baseline written by `train --blind`"), cli.OUT_DIR,
-          arg("--predictions", "predictions_csv", required=True, help="CSV of every test-row prediction"),
-          *cli.RUNTIME]),
-    Step("aggregate", "results/tables/ames.{csv,md,tex} and the per-seed runs CSV", aggregate,
-         [arg("--modes", nargs="+", choices=MODES, required=True, help="row order of the table"),
-          cli.METRICS.to("metrics_paths"), cli.TABLE.to("table_csv"), cli.RUNS,
-          arg("--ablation-table", "ablation_csv", help="ablation table CSV to write (+ .md, .tex); needs the baselines")]),
-    Step("figure", "emulated vs algorithm scatter and error bars per algorithm", figure,
-         [cli.TABLE, cli.RUNS, arg("--predictions", nargs="+", required=True), cli.FIGURE,
-          arg("--ablation-table", help="ablation table CSV: also draw the ablation figure"),
-          arg("--ablation-out", help="output stem of the ablation figure")]),
-]
-add_parser = cli.steps_parser(STEPS)
+def aggregate_modes(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str | Path, runs_csv: str | Path,
+                    ablation_csv: str | Path | None = None) -> None:
+    """Tables results/tables/ames.{csv,md,tex} (and, given ``ablation_csv``, the ablation table) and the runs CSV.
+
+    :func:`algo_emu.experiments.ames_tables.aggregate`, ``modes`` (the table's row order) checked first; the
+    ablation table needs the baselines."""
+    check_modes(*modes)
+    aggregate(modes, metrics_paths, table_csv, runs_csv, ablation_csv)
+
+
+#: The steps (``python -m algo_emu ames <step> JOB``, :mod:`algo_emu.cli`). None has a ``PARAMS_OF`` entry: each
+#: takes the ``ames`` section as given (``params``, default None: all defaults) and fills and checks it itself.
+STEPS = {"download": data.download, "prepare": data.prepare, "fit": fits.fit_seed, "train": train_mode,
+         "evaluate": evaluate_mode, "aggregate": aggregate_modes, "figure": figure}

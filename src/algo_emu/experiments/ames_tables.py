@@ -124,6 +124,7 @@ def ames_table(runs: pd.DataFrame, modes: Sequence[str], ablations: pd.DataFrame
 
 def aggregate(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str | Path, runs_csv: str | Path,
               ablation_csv: str | Path | None = None) -> None:
+    """The ames table (and, given ``ablation_csv``, its ablation table) and the per-seed runs CSV."""
     metrics = [read_json(p) for p in metrics_paths]
     runs = load_runs(metrics_paths)
     write_csv(runs_csv, runs.sort_values(["mode", "algorithm", "seed"]))
@@ -136,6 +137,8 @@ def aggregate(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str
 
 def figure(table: str, runs_csv: str, predictions: Sequence[str], out: str, ablation_table: str | None = None,
            ablation_out: str | None = None) -> None:
+    """Emulated vs algorithm scatter and error bars per algorithm (and, given ``ablation_table``, the ablation
+    figure)."""
     from algo_emu.plots import ames as pa
 
     pa.ames_figure(table, runs_csv, predictions, out)

@@ -1,20 +1,26 @@
 """E6: the companion essay's claims (ICL as implicit Bayes and implicit GD) as measured verdicts.
 
-Steps (the rules in workflow/rules/essay.smk call these; ``--params`` is the resolved ``essay`` section):
+Steps (the rules in workflow/rules/essay.smk call these, ``python -m algo_emu essay <step> JOB [--threads N]``;
+``JOB`` is one JSON object of the step function's keyword arguments, ``params`` the keys of the ``essay`` section the
+step reads, algo_emu.experiments.step_keys):
 
-  python -m algo_emu essay equivalences --params JSON --seeds 0 1 --out-csv results/tables/essay_equivalences.csv
-  python -m algo_emu essay train --params JSON --variant gaussian --seed 0 --device auto \
-      --out-model results/essay/models/gaussian/seed0.pt --out-metrics results/essay/models/gaussian/seed0.json \
-      [--init results/essay/models/gaussian/seed0.pt]       (narrow/control start from the gaussian model)
-  python -m algo_emu essay evaluate --params JSON --seed 0 --models <variant>=<path> ... \
-      --out-raw results/essay/eval/seed0.pt --out-metrics results/essay/eval/seed0/metrics.json
-  python -m algo_emu essay claims --params JSON --raw ... --summaries ... --train-metrics ... \
-      --equivalences results/tables/essay_equivalences.csv --out-claims results/tables/essay_claims.csv \
-      --out-curves results/tables/essay_curves.csv --out-details results/essay/claims_details.json
-  python -m algo_emu essay figure --kind {icl,equivalences} --params JSON --curves ... --equivalences ... --out ...
+  python -m algo_emu essay equivalences '{"params": {...}, "seeds": [0, 1],
+      "out_csv": "results/tables/essay_equivalences.csv"}' --threads 1
+  python -m algo_emu essay train '{"params": {...}, "variant": "narrow", "seed": 0, "device_spec": "auto",
+      "init": "results/essay/models/gaussian/seed0.pt", "out_model": "results/essay/models/narrow/seed0.pt",
+      "out_metrics": "results/essay/models/narrow/seed0.json"}' --threads 1
+      (init only for narrow/control: they start from the trained gaussian model)
+  python -m algo_emu essay evaluate '{"params": {...}, "seed": 0, "device_spec": "auto",
+      "models": ["gaussian=results/essay/models/gaussian/seed0.pt", ...],
+      "out_raw": "results/essay/eval/seed0.pt", "out_metrics": "results/essay/eval/seed0/metrics.json"}' --threads 1
+  python -m algo_emu essay claims '{"params": {...}, "raw": [...], "summaries": [...], "train_metrics": [...],
+      "equivalences": "results/tables/essay_equivalences.csv", "out_claims": "results/tables/essay_claims.csv",
+      "out_curves": "results/tables/essay_curves.csv", "out_details": "results/essay/claims_details.json"}'
+  python -m algo_emu essay figure '{"params": {...}, "kind": "icl", "curves": "results/tables/essay_curves.csv",
+      "out": "results/figures/essay_icl"}'        (kind "equivalences": "equivalences" names the table instead)
 
 A trained model is a frozen file (algo_emu.frozen: its weights, and a sidecar ``<model>.pt.json`` with the file's
-sha256, the parameters' digest and the checkpoint's other fields); ``train --init`` and ``evaluate`` load it
+sha256, the parameters' digest and the checkpoint's other fields); ``train`` (``init``) and ``evaluate`` load it
 read-only through FrozenFile, and each evaluation record holds every model's proof (``frozen``).
 """
 
@@ -27,13 +33,10 @@ import time
 import pandas as pd
 import torch
 
-from algo_emu import cli
-from algo_emu.cli import Step, arg
 from algo_emu.runner import Runner
 from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
 from algo_emu.frozen import FrozenFile
-from algo_emu.experiments.step_keys import params_arg
 from algo_emu.io import read_json, save_torch, write_json
 from algo_emu.report import captions
 from algo_emu.tables import write_table
@@ -45,11 +48,13 @@ check_section = check_essay  # the check lives in the torch-free config layer (a
 
 
 def _check(params: dict) -> dict:
-    """``--params`` was checked against the step's declared keys (algo_emu.experiments.step_keys) when parsed."""
+    """``params`` was checked against the step's declared keys (algo_emu.experiments.step_keys) when the job was
+    bound (algo_emu.cli.bind_job)."""
     return params
 
 
 def equivalences(params: dict, seeds: list[int], out_csv: str, threads: int = 1) -> None:
+    """Float64 hand-built attention vs GD / ridge / softmax (no training): the table ``out_csv`` over ``seeds``."""
     from algo_emu.essay.evaluate import construction_rows
 
     torch.set_num_threads(int(threads or 1))
@@ -65,6 +70,7 @@ def equivalences(params: dict, seeds: list[int], out_csv: str, threads: int = 1)
 
 def train(params: dict, variant: str, seed: int, out_model: str, out_metrics: str, init: str | None = None,
           device_spec: str = "auto", threads: int = 1) -> None:
+    """Train one variant for one seed (``init``: the frozen model to start from, for the narrow/control variants)."""
     from algo_emu.essay.train import build_frozen, save_trained, train_variant
 
     run = Runner(device_spec, int(threads or 1))
@@ -77,6 +83,7 @@ def train(params: dict, variant: str, seed: int, out_model: str, out_metrics: st
 
 def evaluate(params: dict, seed: int, models: list[str], out_raw: str, out_metrics: str, device_spec: str = "auto",
              threads: int = 1) -> None:
+    """All measurements of one seed; ``models`` holds ``<variant>=<checkpoint path>`` strings (gaussian among them)."""
     from algo_emu.essay.evaluate import evaluate_seed
     from algo_emu.essay.train import TrainedICL, build_frozen
 
@@ -86,10 +93,10 @@ def evaluate(params: dict, seed: int, models: list[str], out_raw: str, out_metri
     for item in models:
         name, _, path = item.partition("=")
         if not path:
-            raise SystemExit(f"--models entries are <variant>=<path>, got {item!r}")
+            raise SystemExit(f"models entries are <variant>=<path>, got {item!r}")
         files[name] = FrozenFile(path, build_frozen, run.device)
     if "gaussian" not in files:
-        raise SystemExit("--models must include gaussian=<path> (the main model)")
+        raise SystemExit("models must include gaussian=<path> (the main model)")
     loaded = {name: TrainedICL.from_frozen(f, run.device) for name, f in files.items()}
     t0 = time.time()
     with contextlib.ExitStack() as frozen:  # every model frozen: digests before and after, no gradients
@@ -105,6 +112,7 @@ def evaluate(params: dict, seed: int, models: list[str], out_raw: str, out_metri
 
 def claims(params: dict, raw: list[str], summaries: list[str], train_metrics: list[str], equivalences: str,
            out_claims: str, out_curves: str, out_details: str, threads: int = 1) -> None:
+    """The verdict table from every seed's measurements (and the curves table, the details JSON)."""
     from algo_emu.essay.claims import build
 
     params = _check(params)
@@ -124,37 +132,19 @@ def claims(params: dict, raw: list[str], summaries: list[str], train_metrics: li
 
 def figure(params: dict, kind: str, out: str, curves: str | None = None, equivalences: str | None = None,
            threads: int = 1) -> None:
+    """One figure from the tables: ``kind`` icl (from ``curves``) or equivalences (from ``equivalences``)."""
     from algo_emu.plots import essay as plots
 
+    if kind not in ("icl", "equivalences"):
+        raise ValueError(f"figure: kind must be icl or equivalences, got {kind!r}")
     if kind == "icl":
         plots.plot_icl(pd.read_csv(curves), _check(params), out)
     else:
         plots.plot_equivalences(pd.read_csv(equivalences), out)
 
 
-COMMON = [cli.THREADS.to(default=1)]
-
-
-def _params(step: str):
-    return params_arg("essay", step).to(help="the resolved essay config section (or the keys this step reads) as JSON")
-
-
-STEPS = [
-    Step("equivalences", "float64 hand-built attention vs GD / ridge / softmax (no training)", equivalences,
-         [_params("equivalences"), *COMMON, cli.SEEDS, arg("--out-csv", required=True)]),
-    Step("train", "train one variant for one seed", train,
-         [_params("train"), *COMMON, arg("--variant", required=True), cli.SEED, cli.DEVICE,
-          arg("--init", default=None, help="checkpoint to start from (narrow/control variants)"),
-          arg("--out-model", required=True), arg("--out-metrics", required=True)]),
-    Step("evaluate", "all measurements of one seed", evaluate,
-         [_params("evaluate"), *COMMON, cli.SEED, cli.DEVICE, arg("--models", nargs="+", required=True, help="<variant>=<checkpoint path> ..."),
-          arg("--out-raw", required=True), arg("--out-metrics", required=True)]),
-    Step("claims", "the verdict table from every seed's measurements", claims,
-         [_params("claims"), *COMMON, arg("--raw", nargs="+", required=True), arg("--summaries", nargs="+", required=True),
-          arg("--train-metrics", nargs="+", required=True), arg("--equivalences", required=True),
-          arg("--out-claims", required=True), arg("--out-curves", required=True), arg("--out-details", required=True)]),
-    Step("figure", "one figure from the tables", figure,
-         [_params("figure"), *COMMON, arg("--kind", required=True, choices=["icl", "equivalences"]), arg("--curves", default=None),
-          arg("--equivalences", default=None), cli.FIGURE]),
-]
-add_parser = cli.steps_parser(STEPS)
+#: The steps (``python -m algo_emu essay <step> JOB``, :mod:`algo_emu.cli`).
+STEPS = {"equivalences": equivalences, "train": train, "evaluate": evaluate, "claims": claims, "figure": figure}
+#: Every step's ``params`` is checked against its declaration (:mod:`algo_emu.experiments.step_keys`).
+PARAMS_OF = {"equivalences": "equivalences", "train": "train", "evaluate": "evaluate", "claims": "claims",
+             "figure": "figure"}

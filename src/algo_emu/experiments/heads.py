@@ -25,11 +25,8 @@ from pathlib import Path
 
 import torch
 
-from algo_emu import cli
 from algo_emu.config import schema_defaults
-from algo_emu.cli import Step, arg
 from algo_emu.data import heads as hd
-from algo_emu.experiments.step_keys import params_arg
 from algo_emu.experiments.heads_variants import variants_figure, variants_table
 from algo_emu.experiments.heads_converged import (converged_figure, converged_table, convergence_table,
                                                   require_converged)
@@ -121,7 +118,7 @@ class HeadsTask:
 
 
 def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: list[str], out_dir: str | Path,
-                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
+                  checkpoint: str | Path | None = None, device_spec: str = "auto", threads: int | None = None,
                   protocol: str = "independent", variant: str | None = None) -> dict[int, dict]:
     """Train one (protocol, H, p) setting for all ``seeds`` as one ensemble; write ``out_dir/seed<k>/metrics.json``.
 
@@ -136,10 +133,12 @@ def train_setting(params: dict, H: int, p: int, seeds: list[int], data_paths: li
 
 
 def train_group(params: dict, H: int, p: int, seeds: list[int], protocols: list[str], data_paths: list[str],
-                out_root: str | Path, checkpoint: str | Path | None, device_spec: str = "auto",
+                out_root: str | Path, checkpoint: str | Path | None = None, device_spec: str = "auto",
                 threads: int | None = None, steps_per_call: int = 1, tf32: bool = False) -> dict[str, dict[int, dict]]:
-    """Train the settings (protocol, H, p) of ``protocols`` as one ensemble (one shape group: every protocol's
-    block has the same shapes) and write each setting's records, the ones :func:`train_setting` writes, to
+    """Train the protocols' settings of one (H, p) as one ensemble (one shape group); write each setting's records.
+
+    The settings (protocol, H, p) of ``protocols`` are one shape group (every protocol's block has the same shapes);
+    this writes each setting's records, the ones :func:`train_setting` writes, to
     ``<out_root>/<protocol>/runs/H<H>_p<p>/``. ``data_paths``: the protocols' data sets in order (published:
     one, independent: one per seed). ``steps_per_call``, ``tf32``: :meth:`algo_emu.runner.Runner.train_group`,
     :class:`~algo_emu.runner.Runner`."""
@@ -248,49 +247,22 @@ class _Setting:
         return run.write_records(out_dir, out)
 
 
-PROTOCOL = arg("--protocol", choices=hd.PROTOCOLS, default="independent")
-STEPS = [
-    Step("data", "generate one seed's data set and target head", hd.write_dataset,
-         [params_arg("heads", "data"), cli.SEED, PROTOCOL, arg("--out", "path", required=True)]),
-    Step("train", "train one (H, p) setting, all seeds as one ensemble", train_setting,
-         [params_arg("heads", "train"), arg("--heads", "H", type=int, required=True), arg("--p", type=int, required=True), cli.SEEDS,
-          arg("--data", "data_paths", nargs="+", required=True), cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME, PROTOCOL,
-          arg("--variant", help="name of the heads.variants entry this run is (ours: its records say so)")]),
-    Step("train-group", "train the protocols' settings of one (H, p) as one ensemble (one shape group)", train_group,
-         [params_arg("heads", "train"), arg("--heads", "H", type=int, required=True), arg("--p", type=int, required=True),
-          cli.SEEDS, arg("--protocols", nargs="+", choices=hd.PROTOCOLS, required=True),
-          arg("--data", "data_paths", nargs="+", required=True, help="the protocols' data sets, in --protocols order"),
-          arg("--out-root", required=True, help="writes <out-root>/<protocol>/runs/H<H>_p<p>/seed<k>/metrics.json"),
-          cli.CHECKPOINT, *cli.RUNTIME, *cli.GROUP]),
-    Step("aggregate", "tables from per-seed metrics", aggregate,
-         [params_arg("heads", "aggregate"), cli.METRICS, cli.RUNS, arg("--heads-table", "heads_csv", required=True),
-          arg("--p-table", "p_csv", required=True),
-          arg("--allow-partial", action="store_true",
-              help="build from the settings present and name the missing ones (committed reference sets)")]),
-    Step("fit", "MSE(H) = a + b/H and power-law fits with bootstrap intervals", fit,
-         [params_arg("heads", "fit"), cli.RUNS, arg("--out", "out_json", required=True)]),
-    Step("variants-table", "the variants' table and learning curves (heads.variants: ours, never paper-comparable)",
-         variants_table,
-         [params_arg("heads", "variants"), arg("--variant-dirs", nargs="*", default=[], help="results/heads/variants/<name>"),
-          arg("--baseline-roots", nargs="*", default=[],
-              help="where the protocol's own records are looked for (<root>/<protocol>/runs/H<H>_p<p>/seed<k>/)"),
-          cli.TABLE, arg("--curves", "curves_csv", required=True)]),
-    Step("variants-figure", "per-member learning curves of each variant", variants_figure,
-         [cli.TABLE, arg("--curves", "curves_csv", required=True), cli.FIGURE]),
-    Step("convergence-table", "the convergence check of heads.convergence's candidates (ours, never paper-comparable)",
-         convergence_table, [params_arg("heads", "convergence"), cli.METRICS, cli.TABLE]),
-    Step("converged-check", "refuse unless heads.converged.protocol converged at every H (heads_convergence.csv)",
-         require_converged, [params_arg("heads", "converged"), cli.TABLE, arg("--out", required=True)]),
-    Step("converged-table", "the heads table at convergence, its O(1/H) fits and verdicts (ours, never paper-comparable)",
-         converged_table,
-         [params_arg("heads", "converged"), cli.METRICS, cli.SEEDS, arg("--gate", required=True, help="converged-check's output"),
-          cli.TABLE, cli.RUNS, arg("--fit", "fit_json", required=True)]),
-    Step("converged-figure", "the paper's table, our 50-epoch protocol and the converged table side by side",
-         converged_figure,
-         [cli.TABLE, cli.FIGURE, arg("--baseline-tables", nargs="*", default=[],
-                                     help="our 50-epoch heads_vs_mse.csv, the first present is drawn")]),
-    Step("figure", "heads or prompt-length figure from the tables", figure,
-         [arg("--kind", choices=["heads", "prompt_length"], required=True), cli.TABLE, arg("--fit", "fit_json"), cli.RUNS,
-          cli.FIGURE]),
-]
-add_parser = cli.steps_parser(STEPS)
+#: The steps (``python -m algo_emu heads <step> JOB``, :mod:`algo_emu.cli`).
+STEPS = {
+    "data": hd.write_dataset,
+    "train": train_setting,
+    "train-group": train_group,
+    "aggregate": aggregate,
+    "fit": fit,
+    "variants-table": variants_table,
+    "variants-figure": variants_figure,
+    "convergence-table": convergence_table,
+    "converged-check": require_converged,
+    "converged-table": converged_table,
+    "converged-figure": converged_figure,
+    "figure": figure,
+}
+#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.experiments.step_keys`).
+PARAMS_OF = {"data": "data", "train": "train", "train-group": "train", "aggregate": "aggregate", "fit": "fit",
+             "variants-table": "variants", "convergence-table": "convergence", "converged-check": "converged",
+             "converged-table": "converged"}

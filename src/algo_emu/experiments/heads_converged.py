@@ -145,8 +145,10 @@ def convergence_table(params: dict, metrics: list[str], table: str) -> pd.DataFr
 
 
 def require_converged(params: dict, table: str, out: str) -> str:
-    """Refuse (an error naming heads.converged.protocol) unless ``table`` says the candidate ``heads.converged.protocol``
-    converged at every H of heads.heads_sweep; write ``out`` (what was checked) otherwise."""
+    """Refuse unless heads.converged.protocol converged at every H (``table``: heads_convergence.csv).
+
+    An error names heads.converged.protocol unless ``table`` says that candidate converged at every H of
+    heads.heads_sweep; otherwise write ``out`` (what was checked)."""
     name = params["converged"]["protocol"]
     frame = pd.read_csv(table)
     own = frame[frame.candidate == name]
@@ -212,8 +214,11 @@ def per_seed(runs: pd.DataFrame, protocol: str) -> dict[int, dict[int, float]]:
 
 def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: str, table: str, runs_csv: str,
                     fit_json: str, n_boot: int = 2000) -> pd.DataFrame:
-    """``heads_converged.{csv,md}``, ``heads_converged_runs.csv`` and ``heads_converged_fit.json`` (per protocol: the
-    rate fits of :func:`algo_emu.fit.fit_rates` and the verdicts of rules [falls-with-H] and [converged-rate])."""
+    """The heads table at convergence, its O(1/H) fits and verdicts (ours, never paper-comparable).
+
+    ``heads_converged.{csv,md}``, ``heads_converged_runs.csv`` and ``heads_converged_fit.json`` (per protocol: the
+    rate fits of :func:`algo_emu.fit.fit_rates` and the verdicts of rules [falls-with-H] and [converged-rate]).
+    ``gate``: :func:`require_converged`'s output."""
     from algo_emu.report import replication as rp
 
     check = read_json(gate)
@@ -254,6 +259,9 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
 
 
 def converged_figure(table: str, out: str, baseline_tables: list[str] | None = None) -> None:
+    """The paper's table, our 50-epoch protocol and the converged table side by side (writes ``out``.pdf and .png).
+
+    Of ``baseline_tables`` (our 50-epoch heads_vs_mse.csv), the first present is drawn."""
     from algo_emu.plots import heads_converged as pc
 
     pc.converged_figure(table, out, list(baseline_tables or []))

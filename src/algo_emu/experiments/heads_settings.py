@@ -70,7 +70,7 @@ def variant_protocol(v: dict) -> str:
 
 
 def variant_train_params(params: dict, name: str) -> dict:
-    """The ``--params`` of variant ``name``'s training job: the keys the heads train step reads in the variant's
+    """The ``params`` of variant ``name``'s training job: the keys the heads train step reads in the variant's
     protocol, the variant's overrides in place of the section's values. A key a variant overrides is not read from
     the section, so editing that section key leaves the variant's params (its rerun trigger) unchanged."""
     v = variant(params, name)
@@ -78,7 +78,7 @@ def variant_train_params(params: dict, name: str) -> dict:
 
 
 def overridden_train_params(params: dict, overrides: dict, protocol: str) -> dict:
-    """The heads train step's ``--params`` in ``protocol`` with the :data:`VARIANT_OVERRIDES` keys that
+    """The heads train step's ``params`` in ``protocol`` with the :data:`VARIANT_OVERRIDES` keys that
     ``overrides`` holds in place of the section's (the one way a run of ours changes the training budget)."""
     from algo_emu.experiments.step_keys import step_params
 
@@ -106,7 +106,7 @@ def candidate(params: dict, name: str) -> dict:
 
 
 def candidate_train_params(params: dict, name: str, budget: str = "x1", protocol: str = "published") -> dict:
-    """The train step's ``--params`` of candidate ``name`` at ``budget`` (x1: its epochs E; x2: 2E, the same lr and
+    """The train step's ``params`` of candidate ``name`` at ``budget`` (x1: its epochs E; x2: 2E, the same lr and
     schedule, a cosine stretched over 2E) under ``protocol``. Only the candidate's own keys change its runs' params:
     editing heads.epochs, heads.lr or heads.lr_schedule reruns none of them."""
     if budget not in BUDGETS:

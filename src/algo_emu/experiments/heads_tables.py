@@ -121,8 +121,10 @@ def prompt_length_table(runs: pd.DataFrame, params: dict, allow_partial: bool = 
 
 def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p_csv: str,
               allow_partial: bool = False) -> dict:
-    """Tables from per-seed records. ``allow_partial``: build from whatever settings exist and say which are missing
-    (a committed reference set); otherwise a missing setting is an error."""
+    """The heads and prompt-length tables and the per-seed runs CSV from per-seed records.
+
+    ``allow_partial``: build from whatever settings exist and say which are missing (a committed reference set);
+    otherwise a missing setting is an error."""
     runs = load_runs(metrics)
     hashes = sorted(runs.sweep_config_hash.unique())
     if len(hashes) > 1 and not allow_partial:
@@ -164,7 +166,14 @@ def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
     return result
 
 
+#: The figures of :func:`figure`.
+FIGURE_KINDS = ("heads", "prompt_length")
+
+
 def figure(kind: str, table: str, runs_csv: str, out: str, fit_json: str | None = None) -> None:
+    """The heads (``kind="heads"``, with the fit) or prompt-length figure (writes ``out``.pdf and .png)."""
+    if kind not in FIGURE_KINDS:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(FIGURE_KINDS)}")
     from algo_emu.plots import heads as ph
 
     if kind == "heads":

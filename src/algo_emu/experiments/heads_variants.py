@@ -121,7 +121,9 @@ def _baseline(roots: list[str], rec: dict, override_keys: set[str]) -> tuple[str
 
 def variants_table(params: dict, variant_dirs: list[str], table: str, curves_csv: str,
                    baseline_roots: list[str] | None = None) -> pd.DataFrame:
-    """``heads_variants.csv`` (+ .md, .tex) and ``heads_variants_curves.csv`` from the variants' records (every
+    """The variants' table and learning curves (heads.variants: ours, never paper-comparable).
+
+    ``heads_variants.csv`` (+ .md, .tex) and ``heads_variants_curves.csv`` from the variants' records (every
     configured variant, every one of its seeds: a missing one is an error naming it) and, where they exist, the
     protocol's records of the same settings and seeds under ``baseline_roots``."""
     by_name = {Path(d).name: d for d in variant_dirs}
@@ -131,7 +133,7 @@ def variants_table(params: dict, variant_dirs: list[str], table: str, curves_csv
     for v in configured:
         name = v["name"]
         if name not in by_name:
-            raise ValueError(f"heads.variants[{name}]: no records directory given (--variant-dirs {variant_dirs})")
+            raise ValueError(f"heads.variants[{name}]: no records directory given (variant_dirs {variant_dirs})")
         recs = _records(by_name[name])
         missing = sorted(set(v["seeds"]) - set(recs))
         if missing:
@@ -171,6 +173,7 @@ def variants_table(params: dict, variant_dirs: list[str], table: str, curves_csv
 
 
 def variants_figure(table: str, curves_csv: str, out: str) -> None:
+    """Per-member learning curves of each variant (writes ``out``.pdf and .png)."""
     from algo_emu.plots import heads_variants as ph
 
     ph.variants_figure(table, curves_csv, out)

@@ -12,14 +12,17 @@ affine map, so the block with d_out = 1 is the same function class.
 Steps (each a Snakemake rule): ``data`` (one (mode, seed)'s training data set,
 written once and read by every H's model and weight-blind baseline), ``train``
 (one (mode, H): all seeds as one ensemble, writes the frozen model file; with
-``--blind`` the weight-blind baseline: the same block, data, data order and
-budget on tokens without the weights; with ``--blind-model`` both, as one ensemble), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
+``blind`` the weight-blind baseline: the same block, data, data order and
+budget on tokens without the weights; with ``blind_path`` both, as one
+ensemble), ``evaluate`` (loads both read-only, proves them unchanged, evaluates
 the model unablated and with the weights in its prompt ablated -- another
 prompt's, another algorithm's, permuted, random of the same norm, zeros, and
 in fitted mode the context's x and y zeroed -- and the baseline,
 ``seed<k>/metrics.json``), ``aggregate`` (tables ``statistical_emulation``
 with ``mse_over_blind`` and ``statistical_ablation``), ``figure`` and
 ``ablation-figure``. The ablations are those of :mod:`algo_emu.ablation`.
+Each step is ``python -m algo_emu statistical <step> JOB [--threads N]`` (:mod:`algo_emu.cli`): ``JOB`` holds
+the keyword arguments of its function in :data:`STEPS`.
 """
 
 from __future__ import annotations
@@ -30,12 +33,9 @@ from pathlib import Path
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu import cli
-from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
 from algo_emu.data.statistical_sets import algorithms, data_params, eval_batches, eval_seed, generate_data, load_data, write_data
-from algo_emu.experiments.step_keys import params_arg
 from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
@@ -58,6 +58,12 @@ CONTEXT_ZEROED = "context_zeroed"
 OTHER_ALGORITHM = "other_algorithm"
 #: Fitted-mode names of the paper's three algorithms (for the figure's panels).
 PAPER_NAME = {"linear": "linear", "ols": "linear", "ridge": "ridge", "lasso": "lasso"}
+
+
+def check_mode(mode: str) -> None:
+    """A step's ``mode`` must be one of :data:`MODES` (ValueError naming the argument otherwise)."""
+    if mode not in MODES:
+        raise ValueError(f"statistical: mode must be one of {list(MODES)}, got {mode!r}")
 
 
 def n_tokens(params: dict, mode: str) -> int:
@@ -148,7 +154,7 @@ def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> 
 
 
 def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path,
-                  checkpoint: str | Path | None, device_spec: str = "auto", threads: int | None = None,
+                  checkpoint: str | Path | None = None, device_spec: str = "auto", threads: int | None = None,
                   blind: bool = False, data_paths: list[str | Path] | None = None, blind_path: str | Path | None = None,
                   steps_per_call: int = 1, tf32: bool = False) -> dict:
     """Train one (mode, H) for all seeds as one ensemble and save it frozen to ``model_path``.
@@ -159,7 +165,9 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     in ``seeds``' order); None: generated in this job (the same tensors). ``blind_path``: the model and its
     baseline (saved there) as one ensemble, one shape group (the baseline's tokens zero-padded,
     :meth:`~algo_emu.runner.Runner.train_group`; ``steps_per_call`` and ``tf32`` as there); returns the model's sidecar.
+    ``checkpoint``: resumable checkpoint file (resumed only by the same run).
     """
+    check_mode(mode)
     run = Runner(device_spec, threads, tf32)
     task = StatisticalTask(seeds, mode, params, run.device,
                            data=load_data(params, mode, seeds, data_paths) if data_paths is not None else None)
@@ -316,9 +324,12 @@ def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str 
 def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_path: str | Path, out_dir: str | Path,
                      device_spec: str = "auto", threads: int | None = None,
                      blind_path: str | Path | None = None) -> dict[int, dict]:
-    """Load the frozen model (and its weight-blind baseline, when given) read-only, evaluate both on the same
-    fresh prompts -- the model also with its prompt's weights ablated -- prove them unchanged; write
+    """Evaluate one (mode, H)'s frozen model and its weight-blind baseline, read-only, per algorithm.
+
+    Loads the frozen model (and its weight-blind baseline, when given) read-only, evaluates both on the same
+    fresh prompts -- the model also with its prompt's weights ablated -- proves them unchanged; writes
     ``out_dir/seed<k>/metrics.json``. The baseline's budget must equal the model's."""
+    check_mode(mode)
     run = Runner(device_spec, threads)
     device = run.device
     batches = eval_batches(params, mode, seeds)
@@ -357,32 +368,17 @@ def evaluate_setting(params: dict, mode: str, H: int, seeds: list[int], model_pa
     return run.write_records(out_dir, out)
 
 
-SETTING_ARGS = [arg("--mode", choices=MODES, required=True), arg("--heads", "H", type=int, required=True),
-                cli.SEEDS]
-STEPS = [
-    Step("data", "generate one (mode, seed)'s training data set (the mixture of algorithms)", write_data,
-         [params_arg(EXPERIMENT, "data"), arg("--mode", choices=MODES, required=True), cli.SEED,
-          arg("--out", "path", required=True, help="data set file to write (and <out>.json)")]),
-    Step("train", "train one (mode, H), all seeds as one ensemble; save it frozen", train_setting,
-         [params_arg(EXPERIMENT, "train"), *SETTING_ARGS, arg("--model", "model_path", required=True, help="frozen model file to write (and <model>.json)"),
-          cli.CHECKPOINT, *cli.RUNTIME,
-          arg("--blind", action="store_true",
-              help="train the weight-blind baseline (the same block, data and budget; tokens without the weights)"),
-          arg("--data", "data_paths", nargs="+",
-              help="every seed's training data set (the data step's files, in --seeds order); default: generate them"),
-          arg("--blind-model", "blind_path", help="also train the weight-blind baseline, beside the model as one "
-              "ensemble, and save it here"), *cli.GROUP]),
-    Step("evaluate", "load a frozen model read-only and evaluate it per algorithm", evaluate_setting,
-         [params_arg(EXPERIMENT, "evaluate"), *SETTING_ARGS, arg("--model", "model_path", required=True),
-          arg("--blind-model", "blind_path", required=True, help="the weight-blind baseline of the same (mode, H)"),
-          cli.OUT_DIR, *cli.RUNTIME]),
-    Step("aggregate", "statistical_emulation table from per-seed metrics", aggregate,
-         [params_arg(EXPERIMENT, "aggregate"), cli.METRICS, cli.RUNS, cli.TABLE.to("table_csv"),
-          arg("--ablation-table", "ablation_csv", required=True),
-          arg("--ablation-runs", "ablation_runs_csv", required=True)]),
-    Step("ablation-figure", "ablated MSE relative to the weight-blind baseline, per mode and algorithm",
-         ablation_figure, [cli.TABLE, cli.RUNS, cli.FIGURE]),
-    Step("figure", "loss vs heads, panels Lasso / Ridge / Linear, with the paper's values", figure,
-         [cli.TABLE, cli.RUNS, cli.FIGURE]),
-]
-add_parser = cli.steps_parser(STEPS)
+def write_mode_data(params: dict, mode: str, seed: int, path: str | Path) -> dict:
+    """Generate one (mode, seed)'s training data set (the mixture of algorithms); write it to ``path``.
+
+    :func:`algo_emu.data.statistical_sets.write_data` (``path`` and ``<path>.json``), ``mode`` checked first."""
+    check_mode(mode)
+    return write_data(params, mode, seed, path)
+
+
+#: The steps (``python -m algo_emu statistical <step> JOB``, :mod:`algo_emu.cli`); a (mode, H)'s model and its
+#: weight-blind baseline are one train step (``blind``, or both with ``blind_path``).
+STEPS = {"data": write_mode_data, "train": train_setting, "evaluate": evaluate_setting, "aggregate": aggregate,
+         "figure": figure, "ablation-figure": ablation_figure}
+#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.experiments.step_keys`).
+PARAMS_OF = {"data": "data", "train": "train", "evaluate": "evaluate", "aggregate": "aggregate"}

@@ -64,7 +64,7 @@ def ablation_rows(paths: list[str]) -> pd.DataFrame:
     for path in paths:
         mt = read_json(path)
         if "blind" not in mt or "ablation_mse" not in mt:
-            raise ValueError(f"{path}: no weight-blind baseline or ablations (evaluate with --blind-model)")
+            raise ValueError(f"{path}: no weight-blind baseline or ablations (evaluate with blind_path)")
         try:
             ab.check_budget(mt["budget"] or {}, mt["blind"]["budget"])
         except ValueError as exc:
@@ -102,6 +102,7 @@ def emulation_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
 
 def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, ablation_csv: str | None = None,
               ablation_runs_csv: str | None = None) -> None:
+    """statistical_emulation table (and, given ``ablation_csv``, statistical_ablation) from per-seed metrics."""
     runs = load_runs(metrics)
     if not runs.bit_identical.all():
         raise ValueError("a run's frozen model changed during evaluation")
@@ -115,12 +116,14 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, a
 
 
 def figure(table: str, runs_csv: str, out: str) -> None:
+    """Loss vs heads, panels Lasso / Ridge / Linear, with the paper's values (writes <out>.pdf and <out>.png)."""
     from algo_emu.plots import statistical as ps
 
     ps.statistical_heads_figure(table, runs_csv, out)
 
 
 def ablation_figure(table: str, runs_csv: str, out: str) -> None:
+    """Ablated MSE relative to the weight-blind baseline, per mode and algorithm (writes <out>.pdf and <out>.png)."""
     from algo_emu.plots import ablation as pa
 
     pa.ablation_figure(table, runs_csv, out, panel=["mode", "algorithm"], hue="heads",

@@ -3,8 +3,8 @@
 A Snakemake rule passes a step only the keys declared here (``step_params``, called from
 ``workflow/rules/*.smk``), so a config edit reruns exactly the jobs whose outputs read the edited key:
 adding an H to ``heads.heads_sweep`` trains that H alone, changing ``heads.eval_every`` retrains but
-regenerates no data set. The step's ``--params`` option (``params_arg``) checks the same declaration:
-a declared key missing from ``--params`` is an error naming it; keys beyond the declaration (e.g. a
+regenerates no data set. The step's ``params`` (:func:`algo_emu.cli.bind_job`) is checked against the same declaration:
+a declared key missing from ``params`` is an error naming it; keys beyond the declaration (e.g. a
 whole config section) are dropped, and the step's function receives a mapping that refuses to read a
 key outside the declaration, so a step cannot depend on a key its rule does not pass.
 
@@ -22,8 +22,6 @@ Torch-free: the workflow imports this while parsing.
 
 from __future__ import annotations
 
-import argparse
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -175,7 +173,7 @@ class StepParams(dict):
         if not dict.__contains__(self, key):
             self._check(key)
             r = self._declared
-            raise KeyError(f"{r.section} {r.step}: --params has no {r.section}.{key}")
+            raise KeyError(f"{r.section} {r.step}: params has no {r.section}.{key}")
         return dict.__getitem__(self, key)
 
     def get(self, key, default=None):
@@ -190,32 +188,16 @@ class StepParams(dict):
         return (dict, (dict(self),))
 
 
-def parse_params(text: str, section: str, step: str) -> StepParams:
-    """``--params`` of ``step``: a JSON object holding at least the keys every variant of the step reads.
-    Keys beyond the declaration are dropped (a whole config section may be passed)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object (a config section), got {value!r}")
+def parse_params(value: Any, section: str, step: str) -> StepParams:
+    """The ``params`` a step received (:func:`algo_emu.cli.bind_job`): a mapping holding at least the keys every
+    variant of the step reads; keys beyond the declaration are dropped (a whole config section may be passed).
+    Anything else is a ``ValueError`` naming what is missing."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"params must be a JSON object (a config section), got {value!r}")
     r = reads(section, step)
     missing = [k for k in r.keys if k not in value and k not in OMITTED_AT]
     if missing:
-        raise argparse.ArgumentTypeError(
-            f"{section} {step} reads {', '.join(f'{section}.{k}' for k in missing)}, missing from --params "
+        raise ValueError(
+            f"{section} {step} reads {', '.join(f'{section}.{k}' for k in missing)}, missing from params "
             f"(it needs {', '.join(r.keys)}; pass the resolved config section or these keys)")
     return StepParams({k: v for k, v in value.items() if k in r.all}, r)
-
-
-def params_arg(section: str, step: str):
-    """The shared ``--params`` option (:data:`algo_emu.cli.PARAMS`) checked against this step's declaration."""
-    from algo_emu import cli
-
-    reads(section, step)  # fail at import on an undeclared step
-
-    def parse(text: str) -> StepParams:
-        return parse_params(text, section, step)
-
-    parse.__name__ = f"{section} {step} params"  # argparse names the type in its error message
-    return cli.PARAMS.to(type=parse)

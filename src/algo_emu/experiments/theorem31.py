@@ -26,11 +26,8 @@ from pathlib import Path
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu import cli
-from algo_emu.cli import Step, arg
 from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
-from algo_emu.experiments.step_keys import params_arg
 from algo_emu.frozen import FrozenFile
 from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
@@ -223,7 +220,8 @@ def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict
     return out
 
 
-def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path, checkpoint: str | Path | None,
+def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path,
+                  checkpoint: str | Path | None = None,
                   device_spec: str = "auto", threads: int | None = None, blind: bool = False,
                   blind_out_dir: str | Path | None = None, steps_per_call: int = 1, tf32: bool = False) -> dict[int, dict]:
     """Train one p for all seeds x f as one ensemble, evaluate it frozen on the held-out split (with w
@@ -296,23 +294,8 @@ def _write(run: Runner, task: Theorem31Task, params: dict, p: int, seeds: list[i
     return run.write_records(out_dir, out)
 
 
-# The model and its weight-blind baseline take the same arguments (the same budget by construction).
-TRAIN_ARGS = [arg("--p", type=int, required=True), cli.SEEDS, cli.OUT_DIR, cli.CHECKPOINT, *cli.RUNTIME,
-              arg("--blind", action="store_true",
-                  help="train the weight-blind baseline instead (the same budget; tokens [x_i; y_i] without w)"),
-              arg("--blind-out-dir", help="also train the weight-blind baseline, beside the model as one ensemble, "
-                  "and write its records here"), *cli.GROUP]
-STEPS = [
-    Step("train", "train one p, all seeds x f as one ensemble, evaluate on the held-out split", train_setting,
-         [params_arg(EXPERIMENT, "train"), *TRAIN_ARGS]),
-    Step("aggregate", "f_emulation, f_gd_step and f_emulation_ablation tables from per-seed metrics", aggregate,
-         [params_arg(EXPERIMENT, "aggregate"), cli.METRICS, arg("--blind-metrics", nargs="+", required=True), cli.RUNS,
-          arg("--f-table", "f_csv", required=True), arg("--gd-table", "gd_csv", required=True),
-          arg("--ablation-table", "ablation_csv", required=True),
-          arg("--ablation-runs", "ablation_runs_csv", required=True)]),
-    Step("ablation-figure", "ablated MSE relative to the weight-blind baseline, per f and p", ablation_figure,
-         [cli.TABLE, cli.RUNS, cli.FIGURE]),
-    Step("figure", "error vs p, one line per f", figure,
-         [cli.TABLE, arg("--gd-table", required=True), cli.RUNS, cli.FIGURE]),
-]
-add_parser = cli.steps_parser(STEPS)
+#: The steps (``python -m algo_emu theorem31 <step> JOB``, :mod:`algo_emu.cli`); the model and its weight-blind
+#: baseline are one train step (``blind``: the same budget by construction).
+STEPS = {"train": train_setting, "aggregate": aggregate, "figure": figure, "ablation-figure": ablation_figure}
+#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.experiments.step_keys`).
+PARAMS_OF = {"train": "train", "aggregate": "aggregate"}

@@ -125,6 +125,7 @@ def gd_table(runs: pd.DataFrame, params: dict) -> pd.DataFrame:
 
 def aggregate(params: dict, metrics: list[str], runs_csv: str, f_csv: str, gd_csv: str, blind_metrics: list[str],
               ablation_csv: str, ablation_runs_csv: str) -> None:
+    """The f_emulation, f_gd_step and f_emulation_ablation tables from the per-seed metrics."""
     runs = load_runs(metrics)
     blind = load_blind(blind_metrics)
     tidy = ablation_rows(metrics, blind)           # checks every baseline's budget against its model's
@@ -137,12 +138,14 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, f_csv: str, gd_cs
 
 
 def figure(table: str, gd_table: str, runs_csv: str, out: str) -> None:
+    """Error vs p, one line per f (writes ``out``.pdf and .png)."""
     from algo_emu.plots import theorem31 as pt
 
     pt.f_emulation_figure(table, gd_table, runs_csv, out)
 
 
 def ablation_figure(table: str, runs_csv: str, out: str) -> None:
+    """Ablated MSE relative to the weight-blind baseline, per f and p."""
     from algo_emu.plots import ablation as pa
 
     pa.ablation_figure(table, runs_csv, out, panel="f", hue="p",

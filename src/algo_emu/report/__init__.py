@@ -1,7 +1,7 @@
 """Artifact review: the replication report (paper number vs ours, with a verdict) and the run manifest.
 
-``python -m algo_emu.report replication ...`` writes ``results/replication.md`` and
-``results/tables/replication.csv``; ``python -m algo_emu.report manifest ...``
+``python -m algo_emu report replication JOB`` writes ``results/replication.md`` and
+``results/tables/replication.csv``; ``python -m algo_emu report manifest JOB``
 writes ``results/manifest.json``. Both refuse to run on a half-finished results
 tree and name every missing file (:class:`MissingOutputs`).
 """

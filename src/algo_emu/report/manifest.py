@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from algo_emu import records
-from algo_emu.cli import Step, arg, steps_parser
 from algo_emu.io import sha256_file, utc_now, write_json
 from algo_emu.report import check_present
 from algo_emu.runtime import REPO_ROOT, config_hash
@@ -298,10 +297,14 @@ def seal_tree(dir: str, note: str) -> None:
     print(f"{dir}: {m['n_files']} files listed; rebuilt after the run: {m['sealed']['rebuilt_after_the_run']}")
 
 
-STEPS = [
-    Step("verify", "check results trees or committed sets against their manifest.json (exit 1 naming each file)",
-         verify_trees, [arg("dirs", nargs="+", metavar="dir")]),
-    Step("seal", "list every file of a committed reference set in its run manifest", seal_tree,
-         [arg("dir"), arg("--note", default="", help="why the set changed since the run (recorded)")]),
-]
-add_parser = steps_parser(STEPS)
+def add_parser(parser) -> None:
+    """``python -m algo_emu manifest verify DIR... | seal DIR [--note TEXT]``."""
+    sub = parser.add_subparsers(dest="step", required=True)
+    verify_p = sub.add_parser("verify", help="check results trees or committed sets against their manifest.json "
+                                             "(exit 1 naming each file)")
+    verify_p.add_argument("dirs", nargs="+", metavar="dir")
+    verify_p.set_defaults(func=lambda a: verify_trees(a.dirs))
+    seal_p = sub.add_parser("seal", help="list every file of a committed reference set in its run manifest")
+    seal_p.add_argument("dir")
+    seal_p.add_argument("--note", default="", help="why the set changed since the run (recorded)")
+    seal_p.set_defaults(func=lambda a: seal_tree(a.dir, a.note))
