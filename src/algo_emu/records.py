@@ -140,34 +140,6 @@ def record_commits(record: Mapping) -> set:
     return {e.get("git_commit") for e in environments(record)} or {None}
 
 
-def timing_blocks(node: Any, keys: tuple = ()) -> list[tuple[tuple, Mapping]]:
-    """Every training job's timing block in a record or a model's sidecar, with the keys that lead to it: any
-    mapping with an ``epoch_seconds`` list (E1/E2 ``timing``; E3 ``timing.train`` and ``blind.train_timing``;
-    E4 ``timing.groups.<h>`` in a sidecar, ``timing.train.groups.<h>`` in its records)."""
-    if not isinstance(node, Mapping):
-        return []
-    if isinstance(node.get("epoch_seconds"), list):
-        return [(keys, node)]
-    return [b for k, v in node.items() for b in timing_blocks(v, (*keys, k))]
-
-
-def training_jobs(records: Mapping[Path, Mapping], sidecars: Mapping[Path, Mapping] | None = None
-                  ) -> dict[tuple, Mapping]:
-    """One timing block per training job of a setting: the seeds of one job share it (the slowest record's is
-    kept). Where the setting keeps a sidecar per job (``*.pt.json``: E4's emulator and baseline), those are the
-    jobs and the records, which repeat the emulator's timing, are not read; otherwise a job is a folder of seeds
-    (E2's model and baseline are two) and a block within it (E3's records hold both its jobs' blocks). Each
-    block has ``epoch_seconds`` (every epoch, all calls) and, if resumed, ``resumed_from_epoch``."""
-    jobs: dict[tuple, Mapping] = {}
-    for path, node in (sidecars or records).items():
-        job = Path(path) if sidecars else Path(path).parent.parent
-        for keys, block in timing_blocks(node):
-            k = (job, keys)
-            if k not in jobs or sum(block["epoch_seconds"]) > sum(jobs[k]["epoch_seconds"]):
-                jobs[k] = block
-    return jobs
-
-
 def tidy(runs: pd.DataFrame, spec: RunSpec) -> pd.DataFrame:
     """The long form of :func:`load_runs`' rows: ``experiment, <setting columns>, seed, metric, value``,
     one row per (setting, seed, metric); values as floats (None -> NaN)."""

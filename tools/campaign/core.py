@@ -672,11 +672,13 @@ def run_setting(set_dir: Path, wt: Path, state: dict, s: Setting, cores: int, sa
 
 def training_seconds(wt: Path, s: Setting) -> float:
     """A finished setting's training seconds over every call that made it (a setting resumed after an
-    interruption spans several): every epoch of each training job (:func:`algo_emu.records.training_jobs`:
+    interruption spans several): every epoch of each training job (:func:`tools.campaign.training.training_jobs`:
     E4's sidecars, else each folder of seeds and block of a record)."""
     sidecars = {wt / r: read_json(wt / r) for r in s.extras if r.endswith(".pt.json")}
     recs = {wt / r: read_json(wt / r) for r in s.records}
-    return sum(float(sum(b["epoch_seconds"])) for b in records.training_jobs(recs, sidecars).values())
+    from tools.campaign.training import training_jobs
+
+    return sum(float(sum(b["epoch_seconds"])) for b in training_jobs(recs, sidecars).values())
 
 
 def finish_setting(set_dir: Path, wt: Path, state: dict, s: Setting, calls: list[dict], wall: float | None) -> dict:

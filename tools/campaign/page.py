@@ -114,8 +114,7 @@ def training_vs_paper_lines(set_dir: Path, metrics: list[str]) -> list[str]:
     """Where the paper's Appendix C.1 values sit on our training curves (the published protocol's H values done),
     with its figure ``figures/statistical_training``; nothing when no such H is done. :func:`statistical_rows` writes
     them to :data:`TRAINING_VS_PAPER`."""
-    from algo_emu.experiments.statistical_tables import PAPER_ALGORITHMS, paper_on_training_curve
-    from algo_emu.plots.statistical import training_vs_paper_figure
+    from tools.campaign.training import PAPER_ALGORITHMS, paper_on_training_curve, training_vs_paper_figure
 
     info = paper_on_training_curve(metrics)
     if not info:

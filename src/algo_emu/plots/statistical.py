@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from algo_emu.plots import OURS_COLOR, PALETTE, PAPER_COLOR, figure, save_figure
+from algo_emu.plots import PALETTE, PAPER_COLOR, figure, save_figure
 from algo_emu.tables import require_columns
 
 PANELS = (("lasso", ("lasso",)), ("ridge", ("ridge",)), ("linear", ("linear", "ols")))
@@ -44,37 +44,3 @@ def statistical_heads_figure(table_csv: str, runs_csv: str, stem: str) -> None:
                   f"(bit-identical: {bool(runs.bit_identical.all())}) | device: {', '.join(sorted(runs.device.unique()))} | "
                   "Linear panel: fitted mode's ols | paper std: test resampling of one model; ours: independent seeds")
         save_figure(fig, stem, footer=footer)
-
-
-def training_vs_paper_figure(info: list[dict], stem: str) -> None:
-    """Per H of the published protocol: our seeds' training loss per epoch, the level of the paper's three values
-    (their equal-weight mean) and the epoch at which our mean curve reaches it
-    (:func:`algo_emu.experiments.statistical_tables.paper_on_training_curve`)."""
-    import numpy as np
-
-    if not info:
-        raise ValueError("no reference_code setting with the paper's values to plot")
-    with figure(ncols=len(info), width=5.6, height=3.8) as (fig, axes):
-        axes = np.atleast_1d(axes).ravel()
-        for ax, d in zip(axes, info):
-            epochs = np.arange(1, d["epochs"] + 1)
-            for i, c in enumerate(d["seed_curves"]):
-                ax.plot(epochs, c, color="0.6", lw=0.6, alpha=0.7, label="ours, each seed" if i == 0 else None)
-            ax.plot(epochs, d["mean_curve"], color=OURS_COLOR, lw=1.8, label=f"ours, mean of {len(d['seeds'])} seeds")
-            ax.axhline(d["level"], color=PAPER_COLOR, ls="--", lw=1.2,
-                       label=f"paper: mean of its lasso, ridge, linear ({d['level']:.3g})")
-            if d["cross_epoch"]:
-                ax.axvline(d["cross_epoch"], color=PAPER_COLOR, ls=":", lw=1.0)
-                ax.annotate(f"epoch {d['cross_epoch']}", (d["cross_epoch"], d["level"]), xytext=(6, 12),
-                            textcoords="offset points", fontsize=8, color=PAPER_COLOR)
-            ax.plot([d["epochs"]], [d["heldout_mixed"]], "D", color=OURS_COLOR, ms=5,
-                    label=f"ours, held-out at the end ({d['heldout_mixed']:.3g})")
-            ax.set_yscale("log")
-            ax.set_ylim(d["final_train"] / 2, d["level"] * 8)
-            ax.set_title(f"published protocol, H = {d['heads']}", fontsize=10)
-            ax.set_xlabel("epoch")
-        axes[0].set_ylabel("MSE against the noisy y")
-        axes[0].legend(fontsize=6.5, loc="upper right")
-        save_figure(fig, stem, footer="training loss: the mean over each epoch's batches | training prompts draw lasso, ridge or linear uniformly, so the paper's three "
-                                      "test values average to a level of the same loss | paper: arXiv 2508.17550v2, "
-                                      "Appendix C.1 | ours: the campaign's records")
