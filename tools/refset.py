@@ -34,6 +34,7 @@ import pandas as pd
 
 from algo_emu import records
 from tools.commands import Step, arg, steps_parser
+from algo_emu.config import SECTIONS
 from algo_emu.io import read_json, write_text
 
 # What a reference set keeps: small, text or image, reproducible from the records.
@@ -42,7 +43,7 @@ KEEP_SUFFIXES = (".json", ".csv", ".md", ".tex", ".tsv", ".png", ".pdf")
 SKIP_SUFFIXES = (".pt", ".npz", ".npy", ".ckpt", ".html", ".log")
 SKIP_DIRS = ("checkpoints", "reference")
 # Per-experiment record directories under results/ (E1-E4 are trained; E5/E6 records are small JSON too).
-RECORD_DIRS = ("heads", "theorem31", "statistical", "ames", "constructions", "essay")
+RECORD_DIRS = SECTIONS  # results/<section>/ of each experiment (algo_emu.specs)
 
 
 class RefsetError(ValueError):

@@ -23,15 +23,10 @@ import logging
 import sys
 from typing import Any, Callable, Mapping
 
-# experiment name -> module under algo_emu.experiments
-EXPERIMENTS = {
-    "heads": "algo_emu.experiments.heads",
-    "ames": "algo_emu.experiments.ames",
-    "constructions": "algo_emu.experiments.constructions",
-    "theorem31": "algo_emu.experiments.theorem31",
-    "statistical": "algo_emu.experiments.statistical",
-    "essay": "algo_emu.experiments.essay",
-}
+from algo_emu.specs import SPECS
+
+# experiment name -> its module under algo_emu.experiments (one per spec, algo_emu.specs)
+EXPERIMENTS = {s.section: f"algo_emu.experiments.{s.section}" for s in SPECS}
 #: the workflow's steps beyond the experiments': the replication report and the run manifest
 STEP_MODULES = {**EXPERIMENTS, "report": "algo_emu.report.steps"}
 # not an experiment: check a results tree or committed set against its manifest (flags of its own)

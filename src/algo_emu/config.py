@@ -25,9 +25,10 @@ from typing import Any
 import yaml
 
 from algo_emu.runtime import REPO_ROOT
+from algo_emu.specs import SPECS
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
-SECTIONS = ("heads", "ames", "constructions", "theorem31", "statistical", "essay")  # each validated by workflow/schemas/<section>.schema.yaml
+SECTIONS = tuple(s.section for s in SPECS)  # each validated by workflow/schemas/<section>.schema.yaml
 
 #: Fitted-mode alternative algorithm names (algo_emu.data.statistical.ALIASES; a test keeps them equal).
 STATISTICAL_ALIASES: dict[str, dict[str, str]] = {"reference_code": {}, "fitted": {"linear": "ols"}}

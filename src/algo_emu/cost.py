@@ -27,15 +27,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from algo_emu.runtime import REPO_ROOT, cpu_model_name
+from algo_emu.specs import SPECS
 
 BENCHMARK = Path("benchmarks/paper_scale.json")
 GPU_PROBE = Path("benchmarks/gpu_probe.json")
 #: Training rules, by the experiment whose benchmark rows price them.
-TRAINING_RULES = {
-    "heads_train": "E1 heads", "theorem31_train": "E2 theorem31", "theorem31_blind": "E2 theorem31",
-    "statistical_train": "E3 statistical", "statistical_train_blind": "E3 statistical",
-    "ames_train": "E4 ames", "ames_train_blind": "E4 ames", "essay_train": "E6 essay",
-}
+TRAINING_RULES = {rule: f"{s.label} {s.section}" for s in SPECS for rule in s.training_rules}
 
 
 def _hours(h: float) -> str:

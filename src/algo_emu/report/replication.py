@@ -26,6 +26,7 @@ from algo_emu import fit, paper_values
 from algo_emu.io import write_csv, write_text
 from algo_emu.report import check_present
 from algo_emu.report.smoke import smoke_line
+from algo_emu.specs import SPECS
 
 #: "learned": the test error is below this fraction of what a predictor that ignores the prompt scores.
 LEARNED_RATIO = 0.5
@@ -58,12 +59,7 @@ FALLS_N_BOOT = 10_000
 
 #: The scale at which the paper made its numbers (arXiv 2508.17550v2 and its published code); a trained experiment run at a
 #: smaller N or fewer epochs is "not comparable" with them, whatever its numbers say.
-PAPER_SCALE = {
-    "heads": {"n_prompts": 50_000, "epochs": 50},
-    "theorem31": {"n_prompts": 50_000, "epochs": 100},
-    "statistical": {"n_prompts": 50_000, "epochs": 300},
-    "ames": {"epochs": 300},
-}
+PAPER_SCALE = {s.section: dict(s.paper_scale) for s in SPECS if s.paper_scale}
 #: The essay states no scale; its claims count as read at full scale at the scale this project recommends
 #: (config/config.yaml's essay section): main-model training steps, width, depth and the number of seeds.
 ESSAY_FULL_SCALE = {"train.steps": 6000, "model.d_model": 64, "model.layers": 4, "seeds": 3}

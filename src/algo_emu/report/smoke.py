@@ -15,13 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from algo_emu.specs import SPECS
+
 #: config/reference.yaml's budgets per trained experiment (a test checks they match that file).
-REFERENCE_SCALE: dict[str, dict[str, int]] = {
-    "heads": {"n_prompts": 50_000, "epochs": 10},
-    "theorem31": {"n_prompts": 5_000, "epochs": 30},
-    "statistical": {"n_prompts": 5_000, "epochs": 20},
-    "ames": {"epochs": 30},
-}
+REFERENCE_SCALE: dict[str, dict[str, int]] = {s.section: dict(s.reference_scale) for s in SPECS if s.reference_scale}
 #: The command that runs the reference scale.
 REFERENCE_COMMAND = "make run CONFIG=config/reference.yaml"
 

@@ -1,0 +1,97 @@
+"""What each experiment declares once, torch-free: its config section, the keys each of its steps reads, its named
+targets and their files, the scale at which the paper made its numbers and the reference scale at which ours learn,
+and the training rules its benchmark prices. One module per experiment in this package (``SPEC``); the registries
+that used to list experiments one by one read :data:`SPECS` instead (:mod:`algo_emu.experiments.step_keys`,
+:mod:`algo_emu.report.targets`, :mod:`algo_emu.report.smoke`, :mod:`algo_emu.report.replication`,
+:mod:`algo_emu.cost`, :mod:`algo_emu.config`, :mod:`algo_emu.cli`, :mod:`algo_emu.report.manifest`). A new
+experiment adds its module here; no list elsewhere names it.
+
+Standard library only: the workflow imports it while parsing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import pkgutil
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+TABLES = "results/tables/"
+FIGURES = "results/figures/"
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The keys of config section ``section`` that step ``step`` reads: ``keys`` always, ``extra[v]`` also
+    in variant ``v`` (a value of the rule's wildcard, grouped by ``variant``)."""
+
+    section: str
+    step: str
+    keys: tuple[str, ...]
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: a variant (wildcard value) -> its key of ``extra`` (default: the value itself)
+    variant: Callable[[str], str] | None = None
+
+    def for_variant(self, value: str | None = None) -> tuple[str, ...]:
+        """The keys read in variant ``value`` (None: the keys every variant reads)."""
+        if value is None:
+            return self.keys
+        group = self.variant(value) if self.variant else value
+        return self.keys + tuple(k for k in self.extra.get(group, ()) if k not in self.keys)
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Every key some variant reads."""
+        out = list(self.keys)
+        for keys in self.extra.values():
+            out += [k for k in keys if k not in out]
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the rule a user types: `snakemake <name>`
+    experiment: str  # E1..E6, or "report"
+    paper: str  # which figure, table or claim of the paper (or the essay) it holds
+    patterns: tuple[str, ...]  # its files, in the README's brace notation: results/tables/x.{csv,md,tex}
+    aliases: tuple[str, ...] = ()  # earlier names of this target, still accepted
+
+    @property
+    def files(self) -> list[str]:
+        return [f for p in self.patterns for f in expand_braces(p)]
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``a.{csv,md}`` -> ``["a.csv", "a.md"]``; several groups expand as their product, left to right."""
+    parts = re.split(r"\{([^{}]*)\}", pattern)
+    literals, groups = parts[0::2], [g.split(",") for g in parts[1::2]]
+    return ["".join(lit + alt for lit, alt in itertools.zip_longest(literals, combo, fillvalue=""))
+            for combo in itertools.product(*groups)]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One experiment: ``section`` names its config section, its module under :mod:`algo_emu.experiments`, its
+    rules' file (``workflow/rules/<section>.smk``) and its records' folder (``results/<section>/``)."""
+
+    section: str
+    label: str  # E1..E6: the order of the report, the targets and the cost block
+    reads: tuple[Reads, ...]  # the config keys each step reads (the rerun scope)
+    targets: tuple[Target, ...]  # its named targets, in the README's order
+    paper_scale: Mapping[str, int] = field(default_factory=dict)  # the budgets the paper's numbers were made at
+    reference_scale: Mapping[str, int] = field(default_factory=dict)  # config/reference.yaml's budgets
+    training_rules: tuple[str, ...] = ()  # the rules its benchmark rows price (algo_emu.cost)
+
+
+def _discover() -> tuple[Spec, ...]:
+    specs = [importlib.import_module(f"{__name__}.{m.name}").SPEC for m in pkgutil.iter_modules(__path__)]
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"two experiments share a label: {sorted(labels)}")
+    return tuple(sorted(specs, key=lambda s: int(s.label[1:])))
+
+
+#: Every experiment, in label order (E1 first).
+SPECS: tuple[Spec, ...] = _discover()

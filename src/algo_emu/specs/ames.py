@@ -1,0 +1,32 @@
+"""E4: Ames Housing, ridge/lasso/least squares emulated on real data, Appendix C.2 (workflow/rules/ames.smk)."""
+
+from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+
+_REFERENCE_FIT = ("reference_alpha", "cv_folds", "ridge_log10_alpha_min", "ridge_log10_alpha_max", "ridge_n_alphas",
+                  "lasso_n_alphas", "lasso_eps", "lasso_max_iter")
+_POOL = ("pool_bootstraps", "pool_heldout_bootstraps", "pool_log10_alpha_min", "pool_log10_alpha_max",
+         "pool_n_alphas", "pool_coef_scale_min", "pool_coef_scale_max", "pool_perturb_scale", "pool_perturb_rank",
+         "pool_pairs_per_row", "pool_eval_pairs_per_row")
+
+SPEC = Spec(
+    section="ames", label="E4",
+    # its steps fill the schema's defaults for keys left out, so they also run without the workflow
+    reads=(
+        Reads("ames", "download", ("source", "openml_data_id", "openml_sha256", "openml_timeout_s", "packaged_sha256",
+                                   "local_sha256", "na_values")),
+        Reads("ames", "prepare", ("na_values", "test_fraction", "drop_id_columns", "fit_statistics_on",
+                                  "categories_from")),
+        Reads("ames", "fit", _REFERENCE_FIT, extra={"corrected": _POOL}),  # variant: the mode
+        Reads("ames", "train", ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every",
+                                "compile", "attention", "lr_schedule")),
+    ),
+    targets=(
+        Target("ames_table", "E4", "Appendix C.2 Ames Housing table and its prompt ablations",
+               (TABLES + "ames.{csv,md,tex}", TABLES + "ames_ablation.{csv,md,tex}", TABLES + "ames_runs.csv")),
+        Target("ames_figure", "E4", "Appendix C.2 figures (emulation and ablations)",
+               (FIGURES + "ames.{pdf,png}", FIGURES + "ames_ablation.{pdf,png}"), aliases=("ames_plot",)),
+    ),
+    paper_scale={"epochs": 300},
+    reference_scale={"epochs": 30},
+    training_rules=("ames_train", "ames_train_blind"),
+)

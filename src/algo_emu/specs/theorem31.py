@@ -1,0 +1,30 @@
+"""E2: one softmax head emulating f(w^T x - y) x, Theorem 3.1, and the GD step of Corollary 3.1.2
+(workflow/rules/theorem31.smk)."""
+
+from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+
+SPEC = Spec(
+    section="theorem31", label="E2",
+    reads=(
+        # the model and its weight-blind baseline read the same keys (the same budget)
+        Reads("theorem31", "train", ("n_prompts", "n_tokens", "d", "hidden", "heads", "fs", "x_dist", "x_scale",
+                                     "gd_eta", "epochs", "batch_size", "lr", "test_fraction", "eval_chunk",
+                                     "checkpoint_every", "compile", "attention", "lr_schedule")),
+        Reads("theorem31", "aggregate", ("fs", "p_sweep", "x_dist", "x_scale", "gd_eta", "n_prompts", "test_fraction",
+                                         "n_tokens", "d", "hidden", "heads", "epochs", "batch_size", "lr")),
+    ),
+    targets=(
+        Target("theorem31_table", "E2", "Theorem 3.1 emulation and the GD step of Corollary 3.1.2",
+               (TABLES + "f_emulation.{csv,md,tex}", TABLES + "f_gd_step.{csv,md,tex}", TABLES + "theorem31_runs.csv"),
+               aliases=("f_emulation_table",)),
+        Target("theorem31_figure", "E2", "Theorem 3.1 figure (error per f and p)", (FIGURES + "f_emulation.{pdf,png}",),
+               aliases=("f_emulation_figure",)),
+        Target("theorem31_ablation", "E2", "prompt ablations of the frozen E2 model (w replaced; weight-blind baseline)",
+               (TABLES + "f_emulation_ablation.{csv,md,tex}", TABLES + "f_emulation_ablation_runs.csv",
+                FIGURES + "f_emulation_ablation.{pdf,png}"),
+               aliases=("f_emulation_ablation",)),
+    ),
+    paper_scale={"n_prompts": 50_000, "epochs": 100},
+    reference_scale={"n_prompts": 5_000, "epochs": 30},
+    training_rules=("theorem31_train", "theorem31_blind"),
+)
