@@ -1,7 +1,7 @@
 """E4's tables and figures from the evaluation's per-seed records (``results/ames/<mode>/seed<k>/metrics.json``).
 
 ``aggregate`` writes results/tables/ames.{csv,md,tex}, ames_ablation.{csv,md,tex} and ames_runs.csv (captions:
-:mod:`algo_emu.report.captions`); ``figure`` draws results/figures/ames.{pdf,png} and ames_ablation.{pdf,png}.
+:func:`caption`, :func:`ablation_caption`); ``figure`` draws results/figures/ames.{pdf,png} and ames_ablation.{pdf,png}.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from algo_emu.data.ames_fits import ALGORITHMS
 from algo_emu.data.ames_prompts import prompt_sets
 from algo_emu.io import read_json, write_csv
 from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.report import captions
 from algo_emu.tables import summarise_by, write_table
 
 AMES_COLUMNS = [
@@ -26,6 +25,112 @@ AMES_COLUMNS = [
     "spread_mse_mean", "target_var_mean", "blind_mse_mean", "mse_over_blind",
     "alpha_mean", "n_nonzero_coef_mean", "n_features_mean", "all_coef_zero", "intercept_in_prompt", "target",
 ]
+
+
+# --- captions: the text above this experiment's tables (.md) and in their .tex
+
+def data_provenance(metrics: Sequence[dict]) -> str:
+    """One line: source, rows, sha256 prefix, fallback (from the prepared sidecars, via the fits)."""
+    seen = {}
+    for m in metrics:
+        d = m.get("data") or {}
+        seen[(d.get("source"), d.get("n_rows"), d.get("sha256"), str(d.get("fallback")))] = d
+    parts = []
+    for d in seen.values():
+        text = f"source {d.get('source')}, {d.get('n_rows')} rows, sha256 {str(d.get('sha256'))[:12]}"
+        fb = d.get("fallback")
+        text += (f", FALLBACK {fb.get('from')} -> {fb.get('to')} ({fb.get('reason')})" if isinstance(fb, dict)
+                 else ", no fallback")
+        parts.append(text)
+    return "; ".join(parts) or "unknown"
+
+
+def _lasso_note(runs: pd.DataFrame) -> str:
+    sel = runs[(runs["mode"] == "reference_code") & (runs.algorithm == "lasso")]
+    if sel.empty:
+        return ""
+    k, n = int(sel.all_coef_zero.astype(bool).sum()), len(sel)
+    verdict = "zeroed every coefficient" if k == n else "did NOT zero every coefficient"
+    return (f" Checked on the fits: in reference_code mode Lasso(alpha={sel.alpha.iloc[0]:g}) {verdict} in {k}/{n} "
+            f"seeds (mean nonzero {sel.n_nonzero_coef.mean():g} of {sel.n_features.mean():g}), so its prompt "
+            f"carries w = 0 and the emulator can only ignore it.")
+
+
+def _findings(table: pd.DataFrame) -> str:
+    """One sentence per mode, stating only what the numbers show (read against the weight-blind baseline)."""
+    out = []
+    for mode in dict.fromkeys(table["mode"]):
+        t = table[table["mode"] == mode].set_index("algorithm")
+        ratios = ", ".join(f"{a} {t.loc[a, 'mse_over_blind']:.2f}" for a in t.index)
+        if t.mse_over_blind.isna().all():
+            continue
+        lower = [a for a in t.index if t.loc[a, "mse_over_blind"] < 1]
+        not_lower = [a for a in t.index if not t.loc[a, "mse_over_blind"] < 1]
+        verdict = "; ".join(x for x in (
+            f"lower MSE than the weight-blind baseline on {', '.join(lower)}" if lower else "",
+            f"NOT lower on {', '.join(not_lower)}" if not_lower else "") if x)
+        out.append(f"{mode}: MSE / weight-blind MSE = {ratios}; {verdict} (means over seeds; "
+                   f"see ames_ablation for what the model reads).")
+    return " ".join(out)
+
+
+def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | None = None) -> str:
+    m0 = metrics[0]
+    section = m0["params"]
+    devices = ", ".join(sorted(runs.device.unique()))
+    hidden = ", ".join(str(h) for h in sorted(runs.hidden.unique()))
+    n_tr, n_te = m0["n_train"], m0["n_test"]
+    pool = next((m["fit"].get("pool") for m in metrics if m["mode"] == "corrected" and m["fit"].get("pool")), None)
+    fp = next((m["fit"].get("params") for m in metrics if m["mode"] == "corrected"), None) or {}
+    pool_text = ""
+    if pool:
+        pool_text = (
+            f" corrected trains on a weight pool per seed: {pool['train']['n_vectors']} vectors ("
+            f"Ridge refits on {pool['train']['n_bootstraps']} bootstrap resamples x {fp.get('pool_n_alphas')} alphas "
+            f"10^{fp.get('pool_log10_alpha_min')}..10^{fp.get('pool_log10_alpha_max')}, and one perturbed copy of each: "
+            f"w scaled by U({fp.get('pool_coef_scale_min')}, {fp.get('pool_coef_scale_max')}) plus a random direction "
+            f"and intercept shift of {fp.get('pool_perturb_scale')} x std(y)), each training row paired with "
+            f"{pool['train']['pairs_per_row']} of them; heldout_refit/heldout_perturbed rows: test rows with vectors "
+            f"from {pool['heldout']['n_bootstraps']} other resamples, never seen in training "
+            f"({pool['heldout']['pairs_per_row']} per test row). The three algorithms' fits are not in the training "
+            f"pool either.")
+    text = (
+        "Ames Housing: one frozen emulator per seed and mode, evaluated on the held-out rows. Rows linear/ridge/lasso: "
+        "each algorithm's weights in the one-token prompt; emulation_mse: emulator vs the prediction the prompt "
+        "encodes; prediction_mse: emulator vs log price; algorithm_mse: the algorithm's prediction vs log price "
+        "(mean, sample std over seeds; CI: 95% bootstrap of the mean). spread_mse: algorithm rows, the mean MSE between "
+        "this algorithm's test predictions and the other two's; held-out rows, the mean squared deviation of the "
+        "family's predictions from their per-row mean (what ignoring w costs at best). blind_mse: a weight-blind "
+        "baseline (same block, hidden width, heads, p, prompts, targets, data order, epochs, batch, lr; weight "
+        "columns removed from its input) against the same target; mse_over_blind: the emulator's MSE against the "
+        "mode's target / blind_mse (1 = no better than ignoring the weights). corrected: fit on training rows, "
+        "intercept in the prompt, Ridge/Lasso alpha by seeded K-fold CV, target = the prompt's encoded prediction."
+        f"{pool_text} reference_code (the published code): fit on all rows, intercept dropped, alpha = 1, target = "
+        "log price for every algorithm, so the weights cannot matter there by construction and algorithm_mse is "
+        "the intercept-free prediction's error."
+        f"{_lasso_note(runs)} Data: {data_provenance(metrics)}; {n_tr} training / {n_te} test rows per seed. "
+        f"Emulator: n = 1 token, p = {section['total_tokens']}, H = {section['heads']}, h = {hidden}, d_out = 1; "
+        f"{section['epochs']} epochs, batch {section['batch_size']}, Adam lr {section['lr']}. Frozen parameters (emulator and "
+        f"baseline) bit-identical before and after evaluation: {bool(runs.bit_identical.all())}. Device: {devices}."
+    )
+    if table is not None:
+        text += " Read against the baseline: " + _findings(table)
+    return text
+
+
+def ablation_caption(ablations: pd.DataFrame, metrics: Sequence[dict]) -> str:
+    section = metrics[0]["params"]
+    return (
+        "Ames Housing, prompt ablations (algo_emu.ablation): the frozen emulator's MSE against the ORIGINAL prompt's "
+        "target when the prompt's weights (w, and b in corrected) are replaced; mean, sample std and 95% bootstrap "
+        "CI over seeds. none: unablated; weight_blind: the weight-blind baseline (same block, budget, prompts and "
+        "targets, no weight columns); other_prompt: another prompt's vector (held-out sets); other_algorithm: the "
+        "next algorithm's fit (linear->ridge->lasso->linear); permuted: coordinates permuted per prompt; random: "
+        "normal draws rescaled to the prompt's own norm per block; zeros: all weights zero. A model that reads the "
+        "weights gets much worse under ablation than 'none'; one that ignores them scores the same. "
+        "mse_over_blind = mse_mean / weight_blind's mse_mean. "
+        f"p = {section['total_tokens']}, H = {section['heads']}, {section['epochs']} epochs."
+    )
 
 
 def _has_prompt_sets(record: Mapping, source: str) -> None:
@@ -55,7 +160,7 @@ RUNS = RunSpec(
         "bit_identical": lambda m, key, r: m["frozen"]["bit_identical"] and (m.get("blind_frozen") or {}).get(
             "bit_identical", True),
         "device": "environment.device", "config_hash": "config_hash",
-        "data_provenance": lambda m, key, r: captions.data_provenance([m]),
+        "data_provenance": lambda m, key, r: data_provenance([m]),
     },
     setting=("mode", "algorithm"), records="ames/*/seed*/metrics.json", curves=_curves,
     metrics=("emulation_mse", "prediction_mse", "algorithm_mse", "algorithm_sklearn_mse", "train_emulation_mse",
@@ -130,9 +235,9 @@ def aggregate(modes: Sequence[str], metrics_paths: Sequence[str], table_csv: str
     write_csv(runs_csv, runs.sort_values(["mode", "algorithm", "seed"]))
     ablations = ablation_summary(metrics_paths, modes) if ablation_csv is not None else None
     table = ames_table(runs, modes, ablations)
-    write_table(table, table_csv, captions.ames(runs, metrics, table), label="tab:ames")
+    write_table(table, table_csv, caption(runs, metrics, table), label="tab:ames")
     if ablation_csv is not None:
-        write_table(ablations, ablation_csv, captions.ames_ablation(ablations, metrics), label="tab:ames_ablation")
+        write_table(ablations, ablation_csv, ablation_caption(ablations, metrics), label="tab:ames_ablation")
 
 
 def figure(table: str, runs_csv: str, predictions: Sequence[str], out: str, ablation_table: str | None = None,

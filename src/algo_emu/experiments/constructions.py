@@ -28,10 +28,30 @@ import pandas as pd
 import torch
 
 from algo_emu.io import write_csv, write_json
-from algo_emu.report import captions
 from algo_emu.tables import write_table
 
 log = logging.getLogger(__name__)
+
+
+# --- captions: the text above this experiment's tables (.md) and in their .tex
+
+_ENDS = (" end_flagged_mean: fraction of read-out values within end_margin of a grid end, where the "
+         "error can exceed constructions.end_tol (1 where the margin covers the whole grid).")
+_REFUSED = (" Every value read out lay at least end_margin from the grid ends (constructions.end_tol); a closer one "
+            "stops the run with an error.")
+#: E5's tables, by kind (no parameters: the tables carry their grids).
+CAPTIONS = {
+    "beta": "E5: hand-built two-layer attention emulating a random attention head; output MSE against the read-out "
+            "sharpness beta*D^2 (fixed grid), mean over seeds." + _ENDS,
+    "p": "E5: output MSE against the prompt length P (grid tokens) for fixed beta*D^2 and fixed beta; "
+         "fit_slope is the log-log slope over the upper half of P (theory -2 at fixed beta*D^2)." + _ENDS,
+    "n": "E5: output MSE against the number of data tokens n (P fixed)." + _ENDS,
+    "d": "E5: output MSE against the data dimension d (h = key_ratio * d, P fixed)." + _ENDS,
+    "library": "E5 (Corollary 4.2.1): one frozen interpreter runs every algorithm, switched by the prompt alone; "
+               "error against the exact algorithm." + _REFUSED,
+    "multistep": "E5: stacked GD modules; l-infinity error after t steps against exact GD, and the bound t*eps "
+                 "(eps = largest one-step error of the run)." + _REFUSED,
+}
 
 
 def _construct(kind: str, step: str, compute, params: dict | None, seeds: list[int], out_csv: str,
@@ -48,7 +68,7 @@ def _construct(kind: str, step: str, compute, params: dict | None, seeds: list[i
     per_seed, table = compute(params, seeds)
     if out_per_seed:
         write_csv(out_per_seed, per_seed)
-    write_table(table, out_csv, captions.CONSTRUCTIONS[kind], label=f"tab:construction_{kind}")
+    write_table(table, out_csv, CAPTIONS[kind], label=f"tab:construction_{kind}")
     if out_meta:
         meta = {"experiment": "constructions", "step": step, "seeds": list(seeds), "params": params,
                 "config_hash": config_hash(params), "wall_s": time.time() - t0,

@@ -38,13 +38,23 @@ from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
 from algo_emu.frozen import FrozenFile
 from algo_emu.io import read_json, save_torch, write_json
-from algo_emu.report import captions
 from algo_emu.tables import write_table
 
 log = logging.getLogger("algo_emu.essay")
 
 
 check_section = check_essay  # the check lives in the torch-free config layer (algo_emu.config.check_essay)
+
+
+# --- captions: the text above this experiment's tables (.md) and in their .tex
+
+ESSAY_EQUIVALENCES = ("E6: hand-built attention vs in-context least squares in float64 (no training). "
+                      "max_abs_err: prediction error against the exact algorithm; rel_rms_dev: softmax vs linear layer; "
+                      "rms_shift: prediction shift caused by one outlier example.")
+ESSAY_CLAIMS = ("E6: the companion essay's testable claims, measured. CI: 95 % bootstrap over "
+                "seeds and prompts; verdict rules in docs/essay.md.")
+ESSAY_CURVES = ("E6: in-context MSE against k for the trained models and the baselines; "
+                "dist_to_model: mean squared distance between the model's and the estimator's predictions.")
 
 
 def _check(params: dict) -> dict:
@@ -63,7 +73,7 @@ def equivalences(params: dict, seeds: list[int], out_csv: str, threads: int = 1)
     table = (rows.groupby(["check", "param", "value", "measure"], sort=False).result
              .agg(result_max="max", result_mean="mean").reset_index())
     table["n_seeds"] = len(seeds)
-    write_table(table, out_csv, captions.ESSAY_EQUIVALENCES, label="tab:essay_equivalences")
+    write_table(table, out_csv, ESSAY_EQUIVALENCES, label="tab:essay_equivalences")
     log.info("equivalences: %d rows in %.1f s; worst exact error %.3g", len(rows), time.time() - t0,
              rows[rows.measure == "max_abs_err"].query("check != 'ridge_lsa_vs_posterior_mean'").result.max())
 
@@ -121,8 +131,8 @@ def claims(params: dict, raw: list[str], summaries: list[str], train_metrics: li
     train_records = [read_json(p) for p in train_metrics]
     equiv = pd.read_csv(equivalences).rename(columns={"result_max": "result"})
     table, curves, details = build(raws, summary_records, train_records, equiv, params)
-    write_table(table, out_claims, captions.ESSAY_CLAIMS, label="tab:essay_claims")
-    write_table(curves, out_curves, captions.ESSAY_CURVES, label="tab:essay_curves", extra_formats=())
+    write_table(table, out_claims, ESSAY_CLAIMS, label="tab:essay_claims")
+    write_table(curves, out_curves, ESSAY_CURVES, label="tab:essay_curves", extra_formats=())
     details["train"] = [{k: m[k] for k in ("variant", "seed", "steps", "train_wall_s", "final_val_mse", "n_params")}
                         for m in train_records]
     write_json(out_details, details)

@@ -15,12 +15,33 @@ from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_proto
 from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.io import write_json
 from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.report import captions
 from algo_emu.tables import require_columns, summarise_by, write_table
 
 _SUMMARY = ["mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds", "target_var_mean"]
 HEADS_COLUMNS = ["protocol", "target", "metric", "heads", "p", *_SUMMARY, "paper_mse", "paper_std"]
 P_COLUMNS = ["protocol", "target", "metric", "p", "heads", *_SUMMARY]
+
+
+# --- captions: the text above this experiment's tables (.md) and in their .tex
+
+def caption(params: dict, runs: pd.DataFrame, what: str, missing: list[str] | None = None) -> str:
+    devices = ", ".join(sorted(runs.device.unique()))
+    hashes = sorted(runs.sweep_config_hash.unique())
+    text = (f"{what}. Test MSE of the composed head on the held-out {params['test_fraction']:.0%} "
+            f"(mean, sample std and 95% bootstrap CI over seeds). Protocol `published` (the published code's: one data "
+            f"set and target head for all seeds, softmax over queries = target `reference_code`, metric = mean of "
+            f"per-batch means of batch {params['eval_batch_size']}): the paper's values stand beside its "
+            f"`reference_code` rows only. Protocol `independent` (ours: a data set and head per seed, exact mean; "
+            f"headline target `{params['target']}`). Target `paper` = softmax over keys (the paper's definition). "
+            f"target_var_mean = variance of the target output Y (a model that predicts a constant scores about this). "
+            f"N={params['n_prompts']}, n={params['n_tokens']}, d={params['d']}, h={params['hidden']}, "
+            f"{params['epochs']} epochs, batch {params['batch_size']}, Adam lr {params['lr']}. Device: {devices}. "
+            f"Paper values: {paper_values.HEADS_TABLE['source']}.")
+    if missing:
+        text += f" PARTIAL: {len(missing)} rows missing ({'; '.join(missing)})."
+    if len(hashes) > 1:
+        text += f" MIXED: records of {len(hashes)} different configurations ({', '.join(hashes)})."
+    return text
 
 
 def _not_a_variant(record: dict, path: str) -> None:
@@ -135,9 +156,9 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, heads_csv: str, p
     from algo_emu.io import write_csv
 
     write_csv(runs_csv, runs.sort_values(["protocol", "heads", "p", "target", "seed"]))
-    write_table(table, heads_csv, captions.heads(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}", missing_h),
+    write_table(table, heads_csv, caption(params, runs, f"Heads sweep at p = {params['p_heads_sweep']}", missing_h),
                 label="tab:heads")
-    write_table(ptable, p_csv, captions.heads(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}", missing_p),
+    write_table(ptable, p_csv, caption(params, runs, f"Prompt-length sweep at H = {params['heads_p_sweep']}", missing_p),
                 label="tab:prompt-length")
     return {"missing": missing_h + missing_p, "config_hashes": hashes}
 

@@ -27,7 +27,6 @@ from algo_emu import paper_values
 from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.experiments.heads_settings import VARIANT_OVERRIDES, setting_name, variant_protocol, variants
 from algo_emu.io import read_json, write_csv
-from algo_emu.report import captions
 from algo_emu.tables import write_table
 
 ROLES = ("K", "Q", "V")
@@ -40,6 +39,19 @@ _FREE = ("attention",)
 SETTING = ["variant", "source", "paper_comparable", "protocol", "heads", "p", "epochs", "lr", "lr_schedule", "seed",
            "member"]
 CURVE_COLUMNS = [*SETTING, "epoch", "lr_epoch", "train_loss", "test_mse"]
+
+
+# --- captions: the text above this experiment's tables (.md) and in their .tex
+
+def caption(params: dict, names: str) -> str:
+    return (
+        f"E1 variants (ours, not paper-comparable: heads.variants; {names}). Per variant, seed and member (K/Q/V: an "
+        "emulator, its test MSE against its projection; head: the composed head, the protocol's headline quantity): "
+        "the final test MSE, the minimum over the evaluated epochs and its epoch, the train loss at the listed epochs "
+        "and its relative fall over the last tenth of the epochs. Rows with source = protocol are the protocol's own "
+        "run of the same setting and seed, where its records exist. paper_mse: the paper's value for that H, beside "
+        f"the composed head of the published protocol at p = {params['p_heads_sweep']} only "
+        f"({paper_values.HEADS_TABLE['source']}).")
 
 
 def _records(directory: str | Path) -> dict[int, tuple[str, dict]]:
@@ -168,7 +180,7 @@ def variants_table(params: dict, variant_dirs: list[str], table: str, curves_csv
     frame = pd.DataFrame(rows, columns=columns)
     write_csv(curves_csv, curves)
     names = ", ".join(v["name"] for v in configured) or "none configured"
-    write_table(frame, table, captions.heads_variants(params, names), label="tab:heads-variants")
+    write_table(frame, table, caption(params, names), label="tab:heads-variants")
     return frame
 
 

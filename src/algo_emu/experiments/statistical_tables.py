@@ -1,6 +1,6 @@
 """E3's tables and figures from the per-seed evaluation records (``results/statistical/runs/<mode>_H<H>/seed<k>/
 metrics.json``): statistical_emulation (beside the paper's Appendix C.1 values) and statistical_ablation
-(captions: :mod:`algo_emu.report.captions`).
+(captions: :func:`caption`, :func:`ablation_caption`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from algo_emu import ablation as ab
 from algo_emu import paper_values, records
 from algo_emu.io import read_json, write_csv
 from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.report import captions
 from algo_emu.tables import summarise_by, write_table
 
 EXPERIMENT = "statistical"
@@ -23,6 +22,44 @@ ABLATION_SETTING = ["algorithm", "heads"]
 #: What ``mse`` means in each mode: the paper's loss (against the noisy y) for the published protocol,
 #: the emulation error (against the algorithm's own prediction) for the fitted mode.
 HEADLINE = {"reference_code": "prediction", "fitted": "emulation"}
+
+
+# --- captions: the text above this experiment's tables (.md) and in their .tex
+
+def caption(params: dict, runs: pd.DataFrame) -> str:
+    devices = ", ".join(sorted(runs.device.unique()))
+    return ("Statistical algorithms (Appendix C.1): one model per seed trained on a mixture of algorithms, frozen, "
+            f"evaluated per algorithm on {params['eval_prompts']} fresh prompts per seed (mean, sample std, 95% bootstrap "
+            "CI over seeds; each seed a full independent run). mse = the headline named by mse_is: reference_code mode, "
+            "the paper's loss against the noisy y; fitted mode, the emulation error against the algorithm's own "
+            "prediction at the query. emulation / prediction / alg_error: model vs the algorithm's prediction, model vs "
+            "noisy y, the algorithm itself vs noisy y. mse_over_blind = mse_mean / the mean mse of the weight-blind "
+            "baseline (the same block, data, data order and budget, trained on tokens without the weights). What the "
+            "model is asked to do: the algorithm is run outside the model and its weights are written into every "
+            "token, so in both modes the model's task is to compute x^T w (+ b) from weights in the prompt; rows of "
+            "different algorithms differ in the weights' distribution, not in a procedure the model runs. Whether the "
+            "model uses the weights, and in fitted mode the context (x, y of the labelled examples), is what "
+            "statistical_ablation measures. "
+            f"N={params['n_prompts']}, n={params['n_context']} context (+{params['n_query']} query in fitted mode), "
+            f"d={params['d']}, h={params['hidden']}, p={params['p']}, {params['epochs']} epochs, batch "
+            f"{params['batch_size']}, Adam lr {params['lr']}. Device: {devices}. "
+            f"Paper values (reference_code rows): {paper_values.STATISTICAL_HEADS['source']}.")
+
+
+def ablation_caption(params: dict, runs: pd.DataFrame) -> str:
+    devices = ", ".join(sorted(runs.device.unique()))
+    return ("Statistical algorithms (Appendix C.1), prompt ablations: each frozen model (parameters bit-identical "
+            "before and after) on the same fresh prompts with the weights in every token replaced by another "
+            "prompt's (other_prompt), those the next algorithm of the mixture fitted on the same context "
+            "(other_algorithm), the same weights permuted (permuted), a standard normal vector of the same norm "
+            "(random) or zeros (zeros); fitted mode also with the context tokens' x and y zeroed (context_zeroed; "
+            "weights and queries kept). The target is always the original prompt's (mse as in statistical_emulation: "
+            "fitted, vs the algorithm's prediction; reference_code, vs the noisy y). none = unablated; weight_blind "
+            "= the baseline trained without the weights. mse_over_blind = mse_mean / the baseline's mse_mean. "
+            "An ablated MSE close to none means that part of the prompt is not used; context_zeroed close to none "
+            "means the model computes x_q^T w from the weights and does not use the labelled examples. "
+            f"N={params['n_prompts']}, {params['epochs']} epochs, h={params['hidden']}, p={params['p']}, "
+            f"{params['eval_prompts']} evaluation prompts per algorithm and seed. Device: {devices}.")
 
 
 def _curves(r: dict) -> list[tuple]:
@@ -108,10 +145,10 @@ def aggregate(params: dict, metrics: list[str], runs_csv: str, table_csv: str, a
         raise ValueError("a run's frozen model changed during evaluation")
     tidy = ablation_rows(metrics)  # checks every baseline's budget against its model's
     write_csv(runs_csv, runs.sort_values(["mode", "heads", "algorithm", "seed"]))
-    write_table(emulation_table(runs, params), table_csv, captions.statistical(params, runs), label="tab:statistical")
+    write_table(emulation_table(runs, params), table_csv, caption(params, runs), label="tab:statistical")
     if ablation_csv:
         write_csv(ablation_runs_csv, tidy)
-        write_table(ab.ablation_table(tidy, ABLATION_SETTING), ablation_csv, captions.statistical_ablation(params, runs),
+        write_table(ab.ablation_table(tidy, ABLATION_SETTING), ablation_csv, ablation_caption(params, runs),
                     label="tab:statistical-ablation")
 
 
