@@ -100,13 +100,23 @@ def _wait(cond, timeout: float, what: str, proc: subprocess.Popen | None = None)
 
 def _step(root: int, needle: str, checkpointed_in: Path | None = None) -> int | None:
     """The pid of the job step (python) under ``root`` whose command line holds ``needle`` (``checkpointed_in``:
-    and whose ``--checkpoint`` exists in that folder)."""
+    and whose job's ``checkpoint`` exists in that folder)."""
     for pid in _descendants(root):
         argv = _argv(pid)
         if argv and os.path.basename(argv[0]).startswith("python") and needle in " ".join(argv):
-            if checkpointed_in is None or ("--checkpoint" in argv and
-                                           (checkpointed_in / argv[argv.index("--checkpoint") + 1]).exists()):
+            if checkpointed_in is None or ((ckpt := _job_checkpoint(argv)) and (checkpointed_in / ckpt).exists()):
                 return pid
+    return None
+
+
+def _job_checkpoint(argv: list[str]) -> str | None:
+    """The ``checkpoint`` of a step's job (``python -m algo_emu <experiment> <step> JOB``), if it names one."""
+    for arg in argv:
+        if arg.startswith("{"):
+            try:
+                return json.loads(arg).get("checkpoint")
+            except ValueError:
+                return None
     return None
 
 
