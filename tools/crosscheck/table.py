@@ -95,8 +95,8 @@ def e3_rows(records: Path, set_dir: Path) -> list[dict]:
 
 def e3_epochs(records: Path, set_dir: Path) -> list[str]:
     """Where the published model's training loss first reaches the paper's level, beside ours (the product's own
-    reading of our curves: :func:`algo_emu.experiments.statistical_tables.paper_on_training_curve`)."""
-    from algo_emu.experiments.statistical_tables import paper_on_training_curve
+    reading of our curves: :func:`tools.campaign.training.paper_on_training_curve`)."""
+    from tools.campaign.training import paper_on_training_curve
 
     ours = paper_on_training_curve(sorted(str(p) for p in
                                           set_dir.glob("statistical/runs/reference_code_H6/seed*/metrics.json")))
@@ -191,7 +191,7 @@ def e3_readout(records: Path, set_dir: Path) -> tuple[list[dict], list[str]]:
                      f"{r['paper_over_default']:.2f} |")
     curve = [statistics.fmean(v) for v in zip(*rec["train_loss_per_epoch"].values())] if rec.get("train_loss_per_epoch") else []
     if curve:
-        from algo_emu.experiments.statistical_tables import paper_on_training_curve
+        from tools.campaign.training import paper_on_training_curve
 
         ours = [d for d in paper_on_training_curve(sorted(str(p) for p in set_dir.glob(
             "statistical/runs/reference_code_H6/seed*/metrics.json"))) if d["heads"] == 6]
