@@ -35,54 +35,25 @@ else:
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/heads.smk"
-include: "workflow/rules/heads_converged.smk"
-include: "workflow/rules/ames.smk"
-include: "workflow/rules/constructions.smk"
-include: "workflow/rules/theorem31.smk"
-include: "workflow/rules/statistical.smk"
-include: "workflow/rules/essay.smk"
+
+
+# Each experiment's rules, as its spec names them (algo_emu.specs; E1 first).
+for _spec in SPECS:
+    for _rules in _spec.rule_files:
+
+        include: f"workflow/rules/{_rules}"
+
+
 # Last: the replication report and the manifest take every other output of `all` as input.
 include: "workflow/rules/report.smk"
 
 
 # Small, quick rules run on the submitting machine, not as cluster jobs (each
 # SLURM job pays ~10 s of start-up; docs/cluster.md measures the saving), and
-# the download needs the network, which compute nodes often lack.
-localrules:
-    all,
-    download_ames,
-    heads_aggregate,
-    heads_fit,
-    heads_vs_mse_figure,
-    prompt_length_vs_mse_figure,
-    heads_variants_table,
-    heads_variants_figure,
-    heads_variants,
-    heads_convergence_table,
-    heads_convergence,
-    heads_converged_check,
-    heads_converged_table,
-    heads_converged_figure,
-    heads_converged,
-    theorem31_aggregate,
-    theorem31_figure,
-    theorem31_ablation_figure,
-    statistical_aggregate,
-    statistical_heads_figure,
-    statistical_ablation_figure,
-    ames_aggregate,
-    ames_figure,
-    construction_figure,
-    essay_equivalences,
-    essay_aggregate,
-    essay_icl_figure,
-    essay_equivalences_figure,
-    replication,
-    manifest,
-
-
+# the download needs the network, which compute nodes often lack: each such
+# rule says `localrule: True` itself.
 rule all:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     default_target: True
     input:
         ALL_OUTPUTS,

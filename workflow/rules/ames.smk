@@ -15,6 +15,7 @@ def ames_local_source(wildcards):
 
 
 rule download_ames:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         ames_local_source,
     output:
@@ -188,6 +189,7 @@ rule ames_evaluate:
 
 
 rule ames_aggregate:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         AMES_METRICS,
     output:
@@ -205,6 +207,7 @@ rule ames_aggregate:
 
 
 rule ames_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/ames.csv",
         runs="results/tables/ames_runs.csv",

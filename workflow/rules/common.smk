@@ -11,6 +11,7 @@ from snakemake.logging import logger
 from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
 from algo_emu.experiments.step_keys import step_params  # (torch-free)
 from algo_emu.grouping import grouping_on  # (torch-free)
+from algo_emu.specs import SPECS  # (standard library only)
 
 # The top level and each experiment's section against its schema (workflow/schemas/), the
 # same code as algo_emu.config.load_config: numbers written 1e-3 are numbers, defaults are

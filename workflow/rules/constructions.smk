@@ -51,6 +51,7 @@ rule construction_table:
 
 
 rule construction_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/construction_{ckind}.csv",
     output:

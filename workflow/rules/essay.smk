@@ -28,6 +28,7 @@ def _essay_init(wc):
 
 
 rule essay_equivalences:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     output:
         csv="results/tables/essay_equivalences.csv",
         md="results/tables/essay_equivalences.md",
@@ -89,6 +90,7 @@ rule essay_evaluate:
 
 
 rule essay_aggregate:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         raw=ESSAY_RAW,
         summaries=ESSAY_SUMMARIES,
@@ -114,6 +116,7 @@ rule essay_aggregate:
 
 
 rule essay_icl_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         curves="results/tables/essay_curves.csv",
     output:
@@ -131,6 +134,7 @@ rule essay_icl_figure:
 
 
 rule essay_equivalences_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/essay_equivalences.csv",
     output:

@@ -186,6 +186,7 @@ rule heads_variant_train:
 
 
 rule heads_variants_table:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         expand("results/heads/variants/{variant}", variant=list(HEADS_VARIANTS)),
     output:
@@ -206,6 +207,7 @@ rule heads_variants_table:
 
 
 rule heads_variants_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/heads_variants.csv",
         curves=HEADS_VARIANTS_CURVES,
@@ -221,6 +223,7 @@ rule heads_variants_figure:
 
 
 rule heads_variants:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         HEADS_VARIANTS_TABLES,
         HEADS_VARIANTS_CURVES,
@@ -228,6 +231,7 @@ rule heads_variants:
 
 
 rule heads_aggregate:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         heads_metrics,
     output:
@@ -246,6 +250,7 @@ rule heads_aggregate:
 
 
 rule heads_fit:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         runs="results/tables/heads_runs.csv",
     output:
@@ -261,6 +266,7 @@ rule heads_fit:
 
 
 rule heads_vs_mse_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/heads_vs_mse.csv",
         fit="results/tables/heads_fit.json",
@@ -279,6 +285,7 @@ rule heads_vs_mse_figure:
 
 
 rule prompt_length_vs_mse_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/prompt_length_vs_mse.csv",
         runs="results/tables/heads_runs.csv",

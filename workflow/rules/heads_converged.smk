@@ -80,6 +80,7 @@ rule heads_convergence_train:
 
 
 rule heads_convergence_table:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         heads_convergence_metrics,
     output:
@@ -94,11 +95,13 @@ rule heads_convergence_table:
 
 
 rule heads_convergence:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         HEADS_CONVERGENCE_TABLES,
 
 
 rule heads_converged_check:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/heads_convergence.csv",
     output:
@@ -142,6 +145,7 @@ rule heads_converged_train:
 
 
 rule heads_converged_table:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         metrics=heads_converged_metrics,
         gate=HEADS_CONVERGED_GATE,
@@ -159,6 +163,7 @@ rule heads_converged_table:
 
 
 rule heads_converged_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/heads_converged.csv",
     output:
@@ -177,6 +182,7 @@ rule heads_converged_figure:
 
 
 rule heads_converged:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         HEADS_CONVERGED_TABLES,
         HEADS_CONVERGED_FIGURES,

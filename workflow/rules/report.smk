@@ -42,6 +42,7 @@ def manifest_inputs(wildcards=None):
 
 
 rule replication:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         replication_inputs,
     output:
@@ -61,6 +62,7 @@ rule replication:
 
 
 rule manifest:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         manifest_inputs,
     output:

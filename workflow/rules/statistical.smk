@@ -163,6 +163,7 @@ rule statistical_evaluate:
 
 
 rule statistical_aggregate:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         statistical_metrics,
     output:
@@ -182,6 +183,7 @@ rule statistical_aggregate:
 
 
 rule statistical_heads_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/statistical_emulation.csv",
         runs="results/tables/statistical_runs.csv",
@@ -198,6 +200,7 @@ rule statistical_heads_figure:
 
 
 rule statistical_ablation_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table="results/tables/statistical_ablation.csv",
         runs="results/tables/statistical_ablation_runs.csv",

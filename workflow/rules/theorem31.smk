@@ -95,6 +95,7 @@ else:
 
 
 rule theorem31_aggregate:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         metrics=theorem31_metrics,
         blind=theorem31_blind_metrics,
@@ -116,6 +117,7 @@ rule theorem31_aggregate:
 
 
 rule theorem31_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table=T31_F_TABLES[0],
         gd=T31_GD_TABLES[0],
@@ -132,6 +134,7 @@ rule theorem31_figure:
 
 
 rule theorem31_ablation_figure:
+    localrule: True  # runs where Snakemake runs, never submitted to a cluster
     input:
         table=T31_ABLATION[0],
         runs=T31_ABLATION_RUNS,

@@ -74,7 +74,8 @@ def expand_braces(pattern: str) -> list[str]:
 @dataclass(frozen=True)
 class Spec:
     """One experiment: ``section`` names its config section, its module under :mod:`algo_emu.experiments`, its
-    rules' file (``workflow/rules/<section>.smk``) and its records' folder (``results/<section>/``)."""
+    rules' file (``workflow/rules/<section>.smk``, unless ``rule_files`` names others; the Snakefile includes them)
+    and its records' folder (``results/<section>/``)."""
 
     section: str
     label: str  # E1..E6: the order of the report, the targets and the cost block
@@ -83,6 +84,11 @@ class Spec:
     paper_scale: Mapping[str, int] = field(default_factory=dict)  # the budgets the paper's numbers were made at
     reference_scale: Mapping[str, int] = field(default_factory=dict)  # config/reference.yaml's budgets
     training_rules: tuple[str, ...] = ()  # the rules its benchmark rows price (algo_emu.cost)
+    rule_files: tuple[str, ...] = ()  # its files under workflow/rules/ (default: <section>.smk)
+
+    def __post_init__(self) -> None:
+        if not self.rule_files:
+            object.__setattr__(self, "rule_files", (f"{self.section}.smk",))
 
 
 def _discover() -> tuple[Spec, ...]:

@@ -36,4 +36,5 @@ SPEC = Spec(
     paper_scale={"n_prompts": 50_000, "epochs": 50},
     reference_scale={"n_prompts": 50_000, "epochs": 10},
     training_rules=("heads_train",),
+    rule_files=("heads.smk", "heads_converged.smk"),
 )
