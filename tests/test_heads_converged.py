@@ -15,7 +15,6 @@ import yaml
 from algo_emu.config import ConfigError, load_config
 from algo_emu.experiments import heads_converged as hc
 from algo_emu.experiments.heads_settings import candidate_train_params, variant_train_params
-from algo_emu.report import replication as rp
 from algo_emu.runtime import REPO_ROOT
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile")]
@@ -144,21 +143,21 @@ HS = (1, 2, 4, 6, 8, 12)
 
 
 def test_falls_with_h_and_its_negative_controls():
-    falls = rp.falls_with_h(_seeds(dict(zip(HS, (3.0, 2.0, 1.2, 1.0, 0.8, 0.7)))))
+    falls = hc.falls_with_h(_seeds(dict(zip(HS, (3.0, 2.0, 1.2, 1.0, 0.8, 0.7)))))
     assert falls["verdict"] == "falls with H" and falls["diff_ci"][1] < 0 and falls["spearman_rho"] < 0
     assert falls["paired"] and "rule [falls-with-H]" in falls["numbers"]
-    flat = rp.falls_with_h(_seeds(dict.fromkeys(HS, 1.0)))
-    rising = rp.falls_with_h(_seeds(dict(zip(HS, (0.7, 0.8, 1.0, 1.2, 2.0, 3.0)))))
+    flat = hc.falls_with_h(_seeds(dict.fromkeys(HS, 1.0)))
+    rising = hc.falls_with_h(_seeds(dict(zip(HS, (0.7, 0.8, 1.0, 1.2, 2.0, 3.0)))))
     assert flat["verdict"] == rising["verdict"] == "does not fall with H"
     assert rising["diff"] > 0 and rising["spearman_rho"] > 0
     # the ends fall but the middle does not (no rank trend): does not fall; the ends alone cannot decide
-    bump = rp.falls_with_h(_seeds(dict(zip(HS, (1.0, 5.0, 5.0, 5.0, 5.0, 0.9))), sd=0.01))
+    bump = hc.falls_with_h(_seeds(dict(zip(HS, (1.0, 5.0, 5.0, 5.0, 5.0, 0.9))), sd=0.01))
     assert bump["diff_ci"][1] < 0 and bump["verdict"] == "does not fall with H"
     # too noisy to tell (the ends' interval reaches 0)
-    assert rp.falls_with_h(_seeds(dict(zip(HS, (1.2, 1.15, 1.1, 1.05, 1.0, 1.0))), sd=0.5))["verdict"] == \
+    assert hc.falls_with_h(_seeds(dict(zip(HS, (1.2, 1.15, 1.1, 1.05, 1.0, 1.0))), sd=0.5))["verdict"] == \
         "does not fall with H"
-    assert rp.falls_with_h({1: [1.0, 2.0]})["verdict"] == "not testable at this scale"
-    unpaired = rp.falls_with_h({1: [3.0, 3.1, 2.9], 12: {5: 1.0, 6: 1.1, 7: 0.9}, 4: [2.0, 2.1, 1.9]})
+    assert hc.falls_with_h({1: [1.0, 2.0]})["verdict"] == "not testable at this scale"
+    unpaired = hc.falls_with_h({1: [3.0, 3.1, 2.9], 12: {5: 1.0, 6: 1.1, 7: 0.9}, 4: [2.0, 2.1, 1.9]})
     assert not unpaired["paired"]
 
 
@@ -184,18 +183,18 @@ def test_converged_verdict_rows_and_their_negative_controls(tmp_path):
     inverse = dict(zip(HS, (1.0 / H for H in HS)))  # MSE = 1/H exactly: falls, O(1/H) exact and as a bound
     tables = _converged_files(tmp_path / "a", {"published": inverse, "independent": dict.fromkeys(HS, 1.0)})
     rows = {(r.claim.split(",")[0] + r.claim.rsplit(",", 1)[-1], r.setting.split(",")[0]): r
-            for r in rp.e1_converged_rows(tables, {})}
+            for r in hc.e1_converged_rows(tables, {})}
     assert rows[("error falls with H at convergence (ours: good)", "published")].verdict == "falls with H"
     assert rows[("error falls with H at convergence (ours: good)", "independent")].verdict == "does not fall with H"
-    exact = [r for r in rp.e1_converged_rows(tables, {}) if "exact rate" in r.claim]
+    exact = [r for r in hc.e1_converged_rows(tables, {}) if "exact rate" in r.claim]
     assert [r.verdict for r in exact] == ["supported", "not supported"]
     assert all("rule [converged-rate]" in r.reason and "each H left out" in r.reason for r in exact)
     assert all("NOT paper-comparable" in r.scale for r in rows.values())
     # negative control: a model at Var(target) did not learn, whatever its trend
     bad = _converged_files(tmp_path / "b", {"published": inverse}, target_var=1.0)
-    assert {r.verdict for r in rp.e1_converged_rows(bad, {})} == {"did not learn"}
+    assert {r.verdict for r in hc.e1_converged_rows(bad, {})} == {"did not learn"}
     # absent tables: no rows (the report of `all` is unchanged)
-    assert rp.e1_converged_rows(tmp_path / "none", {}) == []
+    assert hc.e1_converged_rows(tmp_path / "none", {}) == []
 
 
 # ----------------------------------------------------------------------------- both targets, end to end

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from algo_emu import paper_values
+from algo_emu.experiments import heads_tables as ht
 from algo_emu.report import MissingOutputs, manifest, replication
 from algo_emu.cli import main as cli_main
 from algo_emu.runtime import REPO_ROOT
@@ -77,7 +78,7 @@ def _verdicts(rows, claim_start):
 
 def test_e1_verdicts_by_rule(tmp_path):
     tables = _e1_tables(tmp_path)
-    rows = replication.e1_rows(tables, PAPER_CFG, "config/config.yaml")
+    rows = ht.report_rows(tables, PAPER_CFG, "config/config.yaml")
     assert _verdicts(rows, "heads table") == ["consistent"] * 6  # our means equal the paper's
     paper_rate = next(r for r in rows if r.claim.startswith("O(1/H): the paper's own"))
     assert paper_rate.verdict == "not supported" and paper_rate.comparable_mean == 0.72  # CI [0.6, 0.85] excludes 1
@@ -85,21 +86,21 @@ def test_e1_verdicts_by_rule(tmp_path):
     assert ours_rate.verdict == "supported" and ours_rate.learned == "yes"
     assert _verdicts(rows, "prompt-length")[0].startswith("not comparable: the paper reports no number")
 
-    shifted = replication.e1_rows(_e1_tables(tmp_path, mse_scale=1.3), PAPER_CFG, "config/config.yaml")
+    shifted = ht.report_rows(_e1_tables(tmp_path, mse_scale=1.3), PAPER_CFG, "config/config.yaml")
     assert _verdicts(shifted, "heads table")[0] == "inconsistent (ours higher)"  # 3.469 * 0.3 >> 2 SE
 
     # models at the target's variance did not learn: no verdict, whatever the paper says
-    flat = replication.e1_rows(_e1_tables(tmp_path, var=3.0), PAPER_CFG, "config/config.yaml")
+    flat = ht.report_rows(_e1_tables(tmp_path, var=3.0), PAPER_CFG, "config/config.yaml")
     assert _verdicts(flat, "heads table")[0] == "did not learn"
     assert next(r for r in flat if r.claim.startswith("O(1/H): our")).verdict == "did not learn"
 
     # a reduced scale is never compared with the paper
-    small = replication.e1_rows(_e1_tables(tmp_path), SMALL_CFG, "config/quick.yaml")
+    small = ht.report_rows(_e1_tables(tmp_path), SMALL_CFG, "config/quick.yaml")
     assert set(_verdicts(small, "heads table")) == {"not comparable: reduced scale (N=2000 < 50000, 3 < 50 epochs)"}
 
 
 def test_e1_old_layout_says_not_available(tmp_path):
-    rows = replication.e1_rows(_e1_tables(tmp_path, layout="old"), PAPER_CFG, "config/config.yaml")
+    rows = ht.report_rows(_e1_tables(tmp_path, layout="old"), PAPER_CFG, "config/config.yaml")
     heads = [r for r in rows if r.claim.startswith("heads table")]
     assert {r.verdict for r in heads} == {"not available"} and "no `protocol` column" in heads[0].reason
     assert heads[0].corrected_mean == pytest.approx(3.469)  # our independent-seed number is still shown

@@ -18,6 +18,7 @@ import pytest
 from algo_emu import paper_values
 from algo_emu.config import load_config
 from algo_emu.essay import claims as essay
+from algo_emu.experiments import ames_tables as at
 from algo_emu.fit import fit_rates_summary
 from algo_emu.report import replication as rep
 from algo_emu.runtime import REPO_ROOT
@@ -344,12 +345,12 @@ def test_e4_three_outcomes_each_reachable_and_each_can_fail(blind, permuted, emu
     abl = pd.DataFrame([{"mode": "corrected", "algorithm": "ridge", "ablation": a, "mse_mean": m, "mse_std": 0.003,
                          "n_seeds": 10} for a, m in (("none", emulation), ("permuted", permuted), ("weight_blind", blind))])
     at_paper = rep.Scale("paper scale", True)
-    row = rep.e4_corrected_row(am, abl, "ridge", at_paper)
+    row = at.e4_corrected_row(am, abl, "ridge", at_paper)
     assert row.verdict == verdict and "rule [E4]" in row.reason
-    assert rep.e4_corrected_row(am, abl, "ridge", rep.Scale("reduced", False, "reduced")).verdict == \
+    assert at.e4_corrected_row(am, abl, "ridge", rep.Scale("reduced", False, "reduced")).verdict == \
         f"{verdict} (at reduced scale)"
-    assert rep.e4_corrected_row(am, None, "ridge", at_paper).verdict == "not available"  # no ablation table: no guess
-    no_blind = rep.e4_corrected_row(am, abl[abl.ablation != "weight_blind"], "ridge", at_paper)
+    assert at.e4_corrected_row(am, None, "ridge", at_paper).verdict == "not available"  # no ablation table: no guess
+    no_blind = at.e4_corrected_row(am, abl[abl.ablation != "weight_blind"], "ridge", at_paper)
     assert no_blind.verdict == "not available" and "weight_blind row" in no_blind.reason
     # every measurement is stated, with its own yes/no, whatever the outcome
     assert f"reads w: {'yes' if permuted / emulation >= 10 else 'no'}" in row.reason
@@ -377,7 +378,7 @@ def test_e4_with_reference_code_only_is_read_against_its_own_target(tmp_path):
     that mode measures distance to an intercept-free prediction the model is never trained on."""
     import pandas as pd
 
-    from algo_emu.report import replication as rp
+    from algo_emu.experiments import ames_tables as at
 
     def rows(prediction_mse):
         pd.DataFrame([{"mode": "reference_code", "algorithm": a, "emulation_mse_mean": 144.0, "emulation_mse_std": 2.0,
@@ -385,7 +386,7 @@ def test_e4_with_reference_code_only_is_read_against_its_own_target(tmp_path):
                        "prediction_mse_std": 0.01, "n_seeds": 10, "target_var_mean": 0.16, "blind_mse_mean": 0.1,
                        "mse_over_blind": 0.1, "all_coef_zero": False} for a in ("linear", "ridge", "lasso")]
                      ).to_csv(tmp_path / "ames.csv", index=False)
-        return rp.e4_rows(tmp_path, {"ames": {"epochs": 300, "hidden": 64}}, "config.yaml")
+        return at.report_rows(tmp_path, {"ames": {"epochs": 300, "hidden": 64}}, "config.yaml")
 
     learned = rows(0.01)
     assert {r.learned for r in learned} == {"yes"} and all("0.0625" in r.reason for r in learned)  # 0.01 / 0.16

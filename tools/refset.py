@@ -300,8 +300,8 @@ def e1_tables(ref_dir: str | Path, config_path: str | Path, metrics: list[str] |
     count as missing). Returns the rows, the settings present and missing, and what the page reads."""
     from algo_emu.config import load_config
     from algo_emu.experiments.heads import aggregate, fit, load_runs  # imports torch
+    from algo_emu.experiments import heads_tables
     from algo_emu.experiments.heads_settings import settings
-    from algo_emu.report import replication as rep
 
     ref = Path(ref_dir)
     config = load_config(config_path)
@@ -325,7 +325,7 @@ def e1_tables(ref_dir: str | Path, config_path: str | Path, metrics: list[str] |
     if ptable.p.nunique() >= 2:
         ph.prompt_length_figure(str(tables / "prompt_length_vs_mse.csv"), str(tables / "heads_runs.csv"),
                                 str(figures / "prompt_length_vs_mse"))
-    rows = rep.e1_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
+    rows = heads_tables.report_rows(tables, config, f"{Path(config_path).name} (the paper's scale)")
     done_heads = sorted(int(h) for h in runs[runs.p == params["p_heads_sweep"]].heads.unique())
     for r in rows:  # a setting of the configured sweep that is absent here is missing, not "not in the sweep"
         if r.verdict == "not run at this scale" and r.setting.startswith("H="):

@@ -88,7 +88,7 @@ def statistical_rows(set_dir: Path, done: list, cfg: dict, config_name: str, lef
     on our training curves (:data:`TRAINING_VS_PAPER`), the report's E3 rows. A (mode, H) is tabled once its H is
     done in every done mode (the table is a full grid)."""
     from algo_emu.experiments import statistical as st
-    from algo_emu.report import replication as rep
+    from algo_emu.experiments import statistical_tables
 
     t = _fresh(set_dir, "statistical")
     by_mode: dict[str, set[int]] = {}
@@ -107,7 +107,7 @@ def statistical_rows(set_dir: Path, done: list, cfg: dict, config_name: str, lef
     lines = training_vs_paper_lines(set_dir, _records(set_dir, tabled))
     if lines:
         write_text(set_dir / TRAINING_VS_PAPER, "\n".join(lines))
-    return _partial(rep.e3_rows(t, cfg, config_name), left)
+    return _partial(statistical_tables.report_rows(t, cfg, config_name), left)
 
 
 def training_vs_paper_lines(set_dir: Path, metrics: list[str]) -> list[str]:
@@ -163,7 +163,7 @@ def training_vs_paper_lines(set_dir: Path, metrics: list[str]) -> list[str]:
 def theorem31_rows(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list:
     """E2 from its done prompt lengths: ``theorem31 aggregate``'s tables and figure, the report's E2 rows."""
     from algo_emu.experiments import theorem31 as t31
-    from algo_emu.report import replication as rep
+    from algo_emu.experiments import theorem31_tables
 
     t = _fresh(set_dir, "theorem31")
     params = dict(cfg["theorem31"], p_sweep=sorted(int(s.name.split("/p", 1)[1]) for s in done))
@@ -172,14 +172,14 @@ def theorem31_rows(set_dir: Path, done: list, cfg: dict, config_name: str, left:
                   str(t / "f_emulation_ablation.csv"), str(t / "f_emulation_ablation_runs.csv"))
     t31.figure(str(t / "f_emulation.csv"), str(t / "f_gd_step.csv"), str(t / "theorem31_runs.csv"),
                str(set_dir / "figures/f_emulation"))
-    return _partial(rep.e2_rows(t, cfg, config_name), left)
+    return _partial(theorem31_tables.report_rows(t, cfg, config_name), left)
 
 
 def ames_rows(set_dir: Path, done: list, cfg: dict, config_name: str, left: list[str]) -> list:
     """E4 from its done modes: ``ames aggregate``'s tables, ``ames figure``'s figures (where every done mode's
     predictions are in the set), the report's E4 rows, each naming the modes not done yet."""
     from algo_emu.experiments import ames
-    from algo_emu.report import replication as rep
+    from algo_emu.experiments import ames_tables
 
     t = _fresh(set_dir, "ames")
     by_mode = {s.name.split("/", 1)[1]: s for s in done}
@@ -191,7 +191,7 @@ def ames_rows(set_dir: Path, done: list, cfg: dict, config_name: str, left: list
     if all(p.is_file() for p in preds):
         ames.figure(str(t / "ames.csv"), str(t / "ames_runs.csv"), [str(p) for p in preds],
                     str(set_dir / "figures/ames"), str(t / "ames_ablation.csv"), str(set_dir / "figures/ames_ablation"))
-    rows = rep.e4_rows(t, cfg, config_name)
+    rows = ames_tables.report_rows(t, cfg, config_name)
     for r in rows:
         if not_done:
             r.reason = f"{r.reason}; from mode(s) {', '.join(modes)} only: {', '.join(not_done)} not done yet"

@@ -21,15 +21,20 @@ Every record is labelled ``variant: convergence-<name>-x1|x2`` or ``converged-<n
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, run_label
 from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.fit import fit_rates
 from algo_emu.io import read_json, write_csv, write_json, write_text
+from algo_emu.report.replication import (FALLS_LEVEL, FALLS_N_BOOT, FALLS_P, MIN_FIT_POINTS, NAN, RATE_READINGS, Row, cite,
+                                         fit_entry, fit_points, learned_from_ratio, rate_verdict, to_float)
 from algo_emu.tables import summarise, to_markdown
 
 CONVERGENCE_COLUMNS = ["candidate", "epochs", "lr", "lr_schedule", "heads", "p", "n_seeds", "mse_mean_E",
@@ -237,11 +242,11 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
         lists = {H: [v[s] for s in sorted(v)] for H, v in values.items()}
         entry = (fit_rates(lists, n_boot=n_boot) | {"heads": sorted(lists)} if len(lists) >= 2 else
                  {"status": f"not enough settings: H = {sorted(lists)} (a fit needs two)"})
-        fits[protocol] = entry | {"falls_with_h": rp.falls_with_h(values)}
+        fits[protocol] = entry | {"falls_with_h": falls_with_h(values)}
     write_csv(runs_csv, runs.sort_values(["protocol", "heads", "seed"])[RUN_COLUMNS + ["n_prompts"]])
     write_csv(table, frame)
     write_json(fit_json, fits)
-    rows = rp.converged_rows(runs_csv, fit_json)
+    rows = converged_rows(runs_csv, fit_json)
     verdict_lines = [f"- {r.claim}, {r.setting}: **{r.verdict}** ({r.reason})" for r in rows]
     caption = (f"E1 heads table at convergence -- ours, NOT paper-comparable: the candidate {name} (E = {c['epochs']} "
                f"epochs, lr {c['lr']:g}, {c['lr_schedule']} schedule; the paper trained 50 "
@@ -265,3 +270,104 @@ def converged_figure(table: str, out: str, baseline_tables: list[str] | None = N
     from algo_emu.plots import heads_converged as pc
 
     pc.converged_figure(table, out, list(baseline_tables or []))
+
+
+# ------------------------------------------------------------------ the replication report's rows
+def falls_with_h(per_seed: Mapping[int, Sequence[float] | Mapping[int, float]]) -> dict:
+    """Rule [falls-with-H] on per-seed MSEs ``{H: [value per seed]}`` (or ``{H: {seed: value}}``, which pairs the
+    seeds of the two ends by name): the verdict, the numbers it was read from, and the statistics."""
+    from scipy import stats
+
+    def values(v) -> dict:
+        return {int(k): float(x) for k, x in v.items()} if isinstance(v, Mapping) else dict(enumerate(map(float, v)))
+
+    data = {int(H): values(v) for H, v in per_seed.items() if len(v)}
+    hs = sorted(data)
+    if len(hs) < 2:
+        return {"verdict": "not testable at this scale", "numbers": f"H = {hs}; {cite('too-few')}", "heads": hs}
+    lo_h, hi_h = hs[0], hs[-1]
+    a, b = data[lo_h], data[hi_h]
+    diff = float(np.mean(list(b.values())) - np.mean(list(a.values())))
+    rng = np.random.default_rng(0)
+    if set(a) == set(b):  # the same seeds at both ends (the published protocol shares one data set): paired
+        keys = sorted(a)
+        d = np.array([b[k] - a[k] for k in keys])
+        boot = d[rng.integers(0, d.size, (FALLS_N_BOOT, d.size))].mean(axis=1)
+        paired = True
+    else:
+        va, vb = np.array(list(a.values())), np.array(list(b.values()))
+        boot = (vb[rng.integers(0, vb.size, (FALLS_N_BOOT, vb.size))].mean(axis=1)
+                - va[rng.integers(0, va.size, (FALLS_N_BOOT, va.size))].mean(axis=1))
+        paired = False
+    ci = [float(x) for x in np.quantile(boot, [(1 - FALLS_LEVEL) / 2, 1 - (1 - FALLS_LEVEL) / 2])]
+    xs = [H for H in hs for _ in data[H]]
+    ys = [v for H in hs for v in data[H].values()]
+    rho, p = stats.spearmanr(xs, ys)
+    rho, p = float(rho), float(p)
+    if math.isnan(rho):  # constant data: no trend
+        rho, p = 0.0, 1.0
+    falls = ci[1] < 0 and rho < 0 and p < FALLS_P
+    numbers = (f"MSE(H={hi_h}) - MSE(H={lo_h}) = {diff:.3g} [{ci[0]:.3g}, {ci[1]:.3g}] "
+               f"({'paired' if paired else 'unpaired'} seed bootstrap); Spearman rho(H, MSE) = {rho:.3g}, p = {p:.2g} "
+               f"over {len(ys)} runs; {cite('falls-with-H')}")
+    return {"verdict": "falls with H" if falls else "does not fall with H", "numbers": numbers, "heads": hs,
+            "diff": diff, "diff_ci": ci, "paired": paired, "spearman_rho": rho, "spearman_p": p, "n_runs": len(ys)}
+
+
+def e1_converged_rows(tables: Path, config: Mapping) -> list[Row]:
+    """The heads table at convergence (ours), where ``snakemake heads_converged`` wrote it into ``tables``: per data
+    protocol, rule [falls-with-H] and rule [converged-rate] (both readings of O(1/H)). No rows when it is absent."""
+    runs_csv, fit_json = tables / "heads_converged_runs.csv", tables / "heads_converged_fit.json"
+    if not (runs_csv.exists() and fit_json.exists()):
+        return []
+    return converged_rows(runs_csv, fit_json)
+
+
+def converged_rows(runs_csv: str | Path, fit_json: str | Path) -> list[Row]:
+    """Rules [falls-with-H] and [converged-rate] on the converged table's per-seed runs and fits (what
+    heads_converged.md and the replication report print)."""
+    runs = pd.read_csv(Path(runs_csv))
+    fits = json.loads(Path(fit_json).read_text())
+    cand = fits.get("candidate", {})
+    name = cand.get("name", "?")
+    scale = (f"ours, NOT paper-comparable: trained to convergence with {name} ({cand.get('epochs')} epochs, lr "
+             f"{to_float(cand.get('lr')):g}, {cand.get('lr_schedule')} schedule; heads.convergence's criterion), "
+             f"N={fits.get('n_prompts', '?')}, {runs.seed.nunique()} seeds")
+    out = []
+    for protocol in [p for p in ("published", "independent") if p in set(runs.protocol)]:
+        sel = runs[runs.protocol == protocol]
+        values = {int(H): dict(zip(g.seed.astype(int), g.mse.astype(float))) for H, g in sel.groupby("heads")}
+        means = sel.groupby("heads")[["mse", "target_var"]].mean()
+        ratio = float((means.mse / means.target_var).max()) if "target_var" in sel.columns else NAN
+        learned, why = learned_from_ratio(ratio, "worst H's mean MSE / Var(target)")
+        mode = f"ours at convergence ({name}), {protocol} protocol"
+        falls = falls_with_h(values)
+        r = Row("E1", f"error falls with H, at convergence (ours: {name})", f"{protocol}, H = {min(values)}..{max(values)}",
+                paper="more heads, lower error", corrected_mode=mode, learned=learned, scale=scale)
+        if "diff" in falls:
+            r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = falls["diff"], falls["diff_ci"]
+        if learned == "no":
+            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
+        else:
+            r.verdict, r.reason = falls["verdict"], f"{why}; {falls['numbers']}"
+        out.append(r)
+        entry = fit_entry(fits, protocol)
+        for key, reading in RATE_READINGS:
+            r = Row("E1", f"O(1/H) at convergence (ours: {name}), {reading}", f"{protocol}, H in heads.heads_sweep",
+                    paper="O(1/H) (alpha = 1)", paper_mean=1.0, corrected_mode=mode, learned=learned, scale=scale)
+            if entry is None:
+                r.verdict, r.reason = "not available", f"heads_converged_fit.json has no {protocol} fit; {cite('not-available')}"
+            else:
+                r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = (
+                    entry["alpha"], entry.get("alpha_ci_total", entry["alpha_ci"]))
+                points = fit_points(entry, sorted(values))
+                verdict, numbers = rate_verdict(key, entry)
+                if len(points) < MIN_FIT_POINTS:
+                    r.verdict, r.reason = "not testable at this scale", f"fit over H = {[int(x) for x in points]} only; {cite('too-few')}"
+                elif learned == "no":
+                    r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
+                else:
+                    r.verdict, r.reason = verdict, f"{numbers}; {cite('converged-rate')} ({cite(key)})"
+            out.append(r)
+    return out
+

@@ -12,6 +12,9 @@ from algo_emu import paper_values, records
 from algo_emu.io import read_json, write_csv
 from algo_emu.records import KEY, Get, RunSpec
 from algo_emu.tables import summarise_by, write_table
+from pathlib import Path
+from typing import Mapping
+from algo_emu.report.replication import (Row, agreement_one_model, cite, first_row, gate, gate_cite, learned_from_row, scale_of)
 
 EXPERIMENT = "statistical"
 COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds",
@@ -165,3 +168,55 @@ def ablation_figure(table: str, runs_csv: str, out: str) -> None:
 
     pa.ablation_figure(table, runs_csv, out, panel=["mode", "algorithm"], hue="heads",
                        title="Appendix C.1: frozen model with the weights in its prompt ablated")
+
+
+# ------------------------------------------------------------------ the replication report's rows
+def report_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
+    from algo_emu.experiments.statistical import PAPER_NAME
+
+    scale = scale_of("statistical", config, config_name)
+    st = pd.read_csv(tables / "statistical_emulation.csv")
+    sp = paper_values.STATISTICAL_HEADS
+    n_paper = 5  # the published script's five evaluation seeds (one model, five test sets)
+    modes = set(st["mode"].unique())
+    swept = set(int(h) for h in st.heads.unique())
+    out = []
+    for algo in ("lasso", "ridge", "linear"):
+        for i, H in enumerate(sp["heads"]):
+            pm, ps = sp[algo]["mean"][i], sp[algo]["std"][i]
+            r = Row("E3", f"Appendix C.1 figure: {algo} loss against H", f"{algo}, H={H}",
+                    paper=f"{pm} +- {ps} (one model, 5 test sets, ddof 0)", paper_mean=pm, paper_std=ps,
+                    paper_n=n_paper,
+                    comparable_mode="reference_code (published protocol: loss vs noisy y)",
+                    corrected_mode="fitted (emulation error vs the algorithm's own prediction)", scale=scale.text)
+            fitted = st[(st["mode"] == "fitted") & (st.algorithm.map(lambda a: PAPER_NAME.get(a, a)) == algo) & (st.heads == H)]
+            corr = first_row(fitted)
+            if corr is not None:
+                r.corrected_mean, r.corrected_ci_low, r.corrected_ci_high = corr["mse_mean"], corr["mse_ci_low"], corr["mse_ci_high"]
+            if H not in swept:
+                r.verdict = "not run at this scale"
+                r.reason = f"H={H} is not in statistical.heads_sweep {sorted(swept)}; {cite('not-run')}"
+                out.append(r)
+                continue
+            if "reference_code" not in modes:
+                r.verdict, r.reason = "not run at this scale", f"statistical.modes has no reference_code; {cite('not-run')}"
+                out.append(r)
+                continue
+            comp = first_row(st[(st["mode"] == "reference_code") & (st.algorithm == algo) & (st.heads == H)])
+            if comp is None:
+                r.verdict, r.reason = "not available", f"no reference_code row for {algo}, H={H}; {cite('not-available')}"
+                out.append(r)
+                continue
+            r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
+            r.comparable_ci_low, r.comparable_ci_high, r.comparable_n = comp["mse_ci_low"], comp["mse_ci_high"], comp["n_seeds"]
+            r.learned, why = learned_from_row(comp)
+            g = gate(r.learned, scale)
+            note = "the paper's value is one trained model's (its std: five test sets of it); ours: independent models"
+            if g:
+                r.verdict, r.reason = g, f"{why}; {note}; {gate_cite(g)}"
+            else:
+                r.verdict, z = agreement_one_model(pm, ps, n_paper, comp["mse_mean"], comp["mse_std"], comp["n_seeds"])
+                r.reason = (f"{why}; {note}; |ours - paper| = {z:.2f} x the combined spread (one model's distance from "
+                            f"the mean of models, our mean's SE, the paper's test-set SE); {cite('one-model')}")
+            out.append(r)
+    return out

@@ -5,6 +5,9 @@ records), so it is a pure function of what a reviewer can open. Tables written
 by an older version of the pipeline (columns missing) give "not available" rows
 with the reason, never a crash; a missing table is an error that names it.
 
+Each experiment builds its own rows (``report_rows`` in the module its spec's :class:`~algo_emu.specs.Report`
+names) from the helpers here; this module keeps the rules, the row format, the essay's rows and the page.
+
 Every rule is stated once, as data (:data:`RULE_LIST`: key, verdicts, statement), printed at the top of
 ``replication.md`` before any number (:data:`RULES`) and in ``docs/verdicts.md`` (:func:`docs_page`); each
 row's reason cites the rule that decided it as ``rule [key]``. ``tests/test_verdicts.py`` feeds the report
@@ -13,16 +16,15 @@ wrong result sets (negative controls) and checks that every verdict the right se
 
 from __future__ import annotations
 
-import json
+import importlib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
-from algo_emu import fit, paper_values
+from algo_emu import fit
 from algo_emu.io import write_csv, write_text
 from algo_emu.report import check_present
 from algo_emu.report.smoke import smoke_line
@@ -251,7 +253,7 @@ class Row:
 
 
 # ------------------------------------------------------------------------------------------- rules
-def _f(x: Any) -> float:
+def to_float(x: Any) -> float:
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -259,14 +261,14 @@ def _f(x: Any) -> float:
     return v
 
 
-def _ok(x: Any) -> bool:
-    return not math.isnan(_f(x))
+def finite(x: Any) -> bool:
+    return not math.isnan(to_float(x))
 
 
 def agreement(paper_mean: float, paper_std: float, paper_n: float, mean: float, std: float, n: float) -> str:
     """Rule 5: consistent when the means differ by at most Z_AGREE combined standard errors."""
-    se_p = paper_std / math.sqrt(paper_n) if _ok(paper_std) and paper_n > 0 else 0.0
-    se_o = std / math.sqrt(n) if _ok(std) and n > 1 else 0.0
+    se_p = paper_std / math.sqrt(paper_n) if finite(paper_std) and paper_n > 0 else 0.0
+    se_o = std / math.sqrt(n) if finite(std) and n > 1 else 0.0
     se = math.sqrt(se_p**2 + se_o**2)
     diff = mean - paper_mean
     if abs(diff) <= Z_AGREE * se:
@@ -280,8 +282,8 @@ def agreement_one_model(paper_value: float, paper_std_ddof0: float, paper_test_s
     test sets (its std over them with ddof = 0), against our mean and sample std over ``n`` independently trained
     models."""
     k = paper_test_sets
-    se_test = paper_std_ddof0 * math.sqrt(k / (k - 1)) / math.sqrt(k) if _ok(paper_std_ddof0) and k > 1 else 0.0
-    between = std**2 * (1.0 + 1.0 / n) if _ok(std) and n > 1 else 0.0
+    se_test = paper_std_ddof0 * math.sqrt(k / (k - 1)) / math.sqrt(k) if finite(paper_std_ddof0) and k > 1 else 0.0
+    between = std**2 * (1.0 + 1.0 / n) if finite(std) and n > 1 else 0.0
     scale = math.sqrt(between + se_test**2)
     diff = mean - paper_value
     z = abs(diff) / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
@@ -292,7 +294,7 @@ def agreement_one_model(paper_value: float, paper_std_ddof0: float, paper_test_s
 
 def learned_from_ratio(ratio: float, what: str) -> tuple[str, str]:
     """('yes'|'no'|'unknown', text) from error / baseline error."""
-    if not _ok(ratio):
+    if not finite(ratio):
         return "unknown", f"check could not be made: {what} not available"
     if ratio < LEARNED_RATIO:
         return "yes", f"{what} = {ratio:.3g} < {LEARNED_RATIO}"
@@ -306,17 +308,17 @@ def learned_from_row(row: Mapping[str, Any] | None, mse_col: str = "mse_mean", v
     if row is None:
         return "unknown", "check could not be made: no row"
     checks = []
-    if "mse_over_blind" in row and _ok(row["mse_over_blind"]):
-        checks.append(learned_from_ratio(_f(row["mse_over_blind"]), "MSE / weight-blind baseline's MSE"))
-    if var_col and var_col in row and _ok(row[var_col]) and _f(row[var_col]) > 0:
-        checks.append(learned_from_ratio(_f(row[mse_col]) / _f(row[var_col]), f"MSE / target variance ({var_col})"))
+    if "mse_over_blind" in row and finite(row["mse_over_blind"]):
+        checks.append(learned_from_ratio(to_float(row["mse_over_blind"]), "MSE / weight-blind baseline's MSE"))
+    if var_col and var_col in row and finite(row[var_col]) and to_float(row[var_col]) > 0:
+        checks.append(learned_from_ratio(to_float(row[mse_col]) / to_float(row[var_col]), f"MSE / target variance ({var_col})"))
     if not checks:
         missing = "mse_over_blind" + (f" and {var_col}" if var_col else "")
         return "unknown", f"check could not be made: no {missing} column in the table"
-    return _all_of(checks)
+    return all_of(checks)
 
 
-def _all_of(checks: list[tuple[str, str]]) -> tuple[str, str]:
+def all_of(checks: list[tuple[str, str]]) -> tuple[str, str]:
     """'no' if any check says no, 'yes' only if all say yes; the reasons joined."""
     verdicts = {v for v, _ in checks}
     learned = "no" if "no" in verdicts else ("yes" if verdicts == {"yes"} else "unknown")
@@ -372,7 +374,7 @@ def claim_verdict(supported: bool | None, partly: bool, scale: Scale) -> str:
 
 def graded(value: float, supported_max: float, partly_max: float, scale: Scale) -> str:
     """supported when ``value <= supported_max``, partly when ``<= partly_max``, else not supported (NaN: not)."""
-    v = _f(value)
+    v = to_float(value)
     return claim_verdict(v <= supported_max, v <= partly_max, scale)
 
 
@@ -383,11 +385,8 @@ def setup_check(outcome: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- inputs
-def _read_csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path)
 
-
-def _rec(frame: pd.DataFrame) -> dict | None:
+def first_row(frame: pd.DataFrame) -> dict | None:
     return None if frame is None or frame.empty else frame.iloc[0].to_dict()
 
 
@@ -395,69 +394,8 @@ def _missing_cols(frame: pd.DataFrame, cols: Sequence[str]) -> list[str]:
     return [c for c in cols if c not in frame.columns]
 
 
-# ------------------------------------------------------------------------------------------- E1
-def e1_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    rows: list[Row] = []
-    heads_cfg = config.get("heads", {})
-    scale = scale_of("heads", config, config_name)
-    hv = _read_csv(tables / "heads_vs_mse.csv")
-    has_protocol = "protocol" in hv.columns
-    headline = heads_cfg.get("target", "paper")
-    comp_mode = "published protocol, target reference_code, mean of per-batch means"
-    corr_mode = f"independent seeds, target {headline}, exact MSE"
-    if has_protocol:
-        comp_sel = hv[(hv.protocol == "published") & (hv.target == "reference_code")]
-        corr_sel = hv[(hv.protocol == "independent") & (hv.target == headline)]
-    else:
-        comp_sel = None
-        corr_sel = hv[hv.target == headline] if "target" in hv.columns else hv
-        corr_mode = f"target {headline}, exact MSE, independent seeds (results made before the published-protocol mode)"
-    no_var = "target_var_mean" not in hv.columns
-    pv = paper_values.HEADS_TABLE
-    swept = set(int(h) for h in hv.heads.unique()) if "heads" in hv.columns else set()
-    for H, pm, ps in zip(pv["heads"], pv["mse"], pv["std"]):
-        r = Row("E1", "heads table: test MSE of the emulated head", f"H={H}, p={heads_cfg.get('p_heads_sweep', 60)}",
-                paper=f"{pm} +- {ps} ({pv['n_seeds']} seeds)", paper_mean=pm, paper_std=ps, paper_n=pv["n_seeds"],
-                comparable_mode=comp_mode if has_protocol else "not available", corrected_mode=corr_mode,
-                scale=scale.text)
-        corr = _rec(corr_sel[corr_sel.heads == H]) if "heads" in corr_sel.columns else None
-        if corr is not None:
-            r.corrected_mean, r.corrected_ci_low, r.corrected_ci_high = corr["mse_mean"], corr["mse_ci_low"], corr["mse_ci_high"]
-        if H not in swept:
-            r.verdict, r.reason = "not run at this scale", f"H={H} is not in heads.heads_sweep {sorted(swept)}; {cite('not-run')}"
-            rows.append(r)
-            continue
-        if not has_protocol:
-            r.learned, why = learned_from_row(corr, var_col=None if no_var else "target_var_mean")
-            r.verdict = "not available"
-            r.reason = ("no `protocol` column in heads_vs_mse.csv: these results predate the published-protocol mode, "
-                        "the only one made the way the paper made its numbers; learned (corrected mode): " + why + "; "
-                        + cite("not-available"))
-            rows.append(r)
-            continue
-        comp = _rec(comp_sel[comp_sel.heads == H])
-        if comp is None:
-            r.verdict, r.reason = "not run at this scale", f"no published-protocol row for this H (heads.protocols); {cite('not-run')}"
-            rows.append(r)
-            continue
-        r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
-        r.comparable_ci_low, r.comparable_ci_high, r.comparable_n = comp["mse_ci_low"], comp["mse_ci_high"], comp["n_seeds"]
-        r.learned, why = learned_from_row(comp, var_col="target_var_mean")
-        g = gate(r.learned, scale)
-        if g:
-            r.verdict, r.reason = g, f"{why}; {gate_cite(g)}"
-        else:
-            r.verdict = agreement(pm, ps, pv["n_seeds"], comp["mse_mean"], comp["mse_std"], comp["n_seeds"])
-            r.reason = (f"{why}; paper mean {'inside' if comp['mse_ci_low'] <= pm <= comp['mse_ci_high'] else 'outside'} "
-                        f"our 95 % CI; {cite('paper-number')}")
-        rows.append(r)
-    rows += e1_rate_rows(tables, config, config_name, rows)
-    rows += e1_prompt_length_rows(tables, config, config_name)
-    rows += e1_converged_rows(tables, config)  # only where `snakemake heads_converged` wrote its tables here
-    return rows
-
-
-def _fit_entry(fit: Mapping, key: str) -> Mapping | None:
+# ------------------------------------------------------------------------------------------- rates of a fit over H
+def fit_entry(fit: Mapping, key: str) -> Mapping | None:
     entry = fit.get(key)
     if isinstance(entry, Mapping) and "alpha" in entry:
         return entry
@@ -475,19 +413,19 @@ def rate_verdict(key: str, entry: Mapping) -> tuple[str, str]:
     the residual interval existed are read from their seed bootstrap alone (the reason says so)."""
     if "a_ci" not in entry:
         return "not available", "the fit has no interval for the floor a (a_ci)"
-    alo, ahi = (_f(v) for v in entry.get("alpha_ci_total", entry["alpha_ci"]))
-    a_lo, a_hi = (_f(v) for v in entry["a_ci"])
-    r2 = _f(entry.get("r2"))
+    alo, ahi = (to_float(v) for v in entry.get("alpha_ci_total", entry["alpha_ci"]))
+    a_lo, a_hi = (to_float(v) for v in entry["a_ci"])
+    r2 = to_float(entry.get("r2"))
     holds = r2 >= FLOOR_FIT_R2
     interval = ("seed bootstrap and fit residuals" if "alpha_ci_total" in entry else "seed bootstrap only")
-    numbers = (f"alpha = {_f(entry['alpha']):.3g} [{alo:.3g}, {ahi:.3g}] ({interval}); a + b/H fit: R^2 = {r2:.3g} "
-               + (f"(holds), a = {_f(entry['a']):.3g} [{a_lo:.3g}, {a_hi:.3g}], b = {_f(entry['b']):.3g}" if holds else
+    numbers = (f"alpha = {to_float(entry['alpha']):.3g} [{alo:.3g}, {ahi:.3g}] ({interval}); a + b/H fit: R^2 = {r2:.3g} "
+               + (f"(holds), a = {to_float(entry['a']):.3g} [{a_lo:.3g}, {a_hi:.3g}], b = {to_float(entry['b']):.3g}" if holds else
                   f"< {FLOOR_FIT_R2:g}: the law does not describe the means, so no floor is read "
-                  f"(a = {_f(entry['a']):.3g} as fitted)"))
+                  f"(a = {to_float(entry['a']):.3g} as fitted)"))
     loo = entry.get("leave_one_out") or []
     if loo:
         numbers += "; each H left out: " + ", ".join(
-            f"H={_f(x['left_out']):g}: alpha {_f(x['alpha']):.3g}, a {_f(x['a']):.3g} (R^2 {_f(x['r2']):.2g})"
+            f"H={to_float(x['left_out']):g}: alpha {to_float(x['alpha']):.3g}, a {to_float(x['a']):.3g} (R^2 {to_float(x['r2']):.2g})"
             for x in loo)
     if key == "rate-exact":
         ok = alo <= 1.0 <= ahi and holds and a_lo <= 0.0 <= a_hi
@@ -498,502 +436,11 @@ def rate_verdict(key: str, entry: Mapping) -> tuple[str, str]:
     return ("supported" if ok else "not supported"), numbers
 
 
-def falls_with_h(per_seed: Mapping[int, Sequence[float] | Mapping[int, float]]) -> dict:
-    """Rule [falls-with-H] on per-seed MSEs ``{H: [value per seed]}`` (or ``{H: {seed: value}}``, which pairs the
-    seeds of the two ends by name): the verdict, the numbers it was read from, and the statistics."""
-    from scipy import stats
-
-    def values(v) -> dict:
-        return {int(k): float(x) for k, x in v.items()} if isinstance(v, Mapping) else dict(enumerate(map(float, v)))
-
-    data = {int(H): values(v) for H, v in per_seed.items() if len(v)}
-    hs = sorted(data)
-    if len(hs) < 2:
-        return {"verdict": "not testable at this scale", "numbers": f"H = {hs}; {cite('too-few')}", "heads": hs}
-    lo_h, hi_h = hs[0], hs[-1]
-    a, b = data[lo_h], data[hi_h]
-    diff = float(np.mean(list(b.values())) - np.mean(list(a.values())))
-    rng = np.random.default_rng(0)
-    if set(a) == set(b):  # the same seeds at both ends (the published protocol shares one data set): paired
-        keys = sorted(a)
-        d = np.array([b[k] - a[k] for k in keys])
-        boot = d[rng.integers(0, d.size, (FALLS_N_BOOT, d.size))].mean(axis=1)
-        paired = True
-    else:
-        va, vb = np.array(list(a.values())), np.array(list(b.values()))
-        boot = (vb[rng.integers(0, vb.size, (FALLS_N_BOOT, vb.size))].mean(axis=1)
-                - va[rng.integers(0, va.size, (FALLS_N_BOOT, va.size))].mean(axis=1))
-        paired = False
-    ci = [float(x) for x in np.quantile(boot, [(1 - FALLS_LEVEL) / 2, 1 - (1 - FALLS_LEVEL) / 2])]
-    xs = [H for H in hs for _ in data[H]]
-    ys = [v for H in hs for v in data[H].values()]
-    rho, p = stats.spearmanr(xs, ys)
-    rho, p = float(rho), float(p)
-    if math.isnan(rho):  # constant data: no trend
-        rho, p = 0.0, 1.0
-    falls = ci[1] < 0 and rho < 0 and p < FALLS_P
-    numbers = (f"MSE(H={hi_h}) - MSE(H={lo_h}) = {diff:.3g} [{ci[0]:.3g}, {ci[1]:.3g}] "
-               f"({'paired' if paired else 'unpaired'} seed bootstrap); Spearman rho(H, MSE) = {rho:.3g}, p = {p:.2g} "
-               f"over {len(ys)} runs; {cite('falls-with-H')}")
-    return {"verdict": "falls with H" if falls else "does not fall with H", "numbers": numbers, "heads": hs,
-            "diff": diff, "diff_ci": ci, "paired": paired, "spearman_rho": rho, "spearman_p": p, "n_runs": len(ys)}
-
-
-def e1_converged_rows(tables: Path, config: Mapping) -> list[Row]:
-    """The heads table at convergence (ours), where ``snakemake heads_converged`` wrote it into ``tables``: per data
-    protocol, rule [falls-with-H] and rule [converged-rate] (both readings of O(1/H)). No rows when it is absent."""
-    runs_csv, fit_json = tables / "heads_converged_runs.csv", tables / "heads_converged_fit.json"
-    if not (runs_csv.exists() and fit_json.exists()):
-        return []
-    return converged_rows(runs_csv, fit_json)
-
-
-def converged_rows(runs_csv: str | Path, fit_json: str | Path) -> list[Row]:
-    """Rules [falls-with-H] and [converged-rate] on the converged table's per-seed runs and fits (what
-    heads_converged.md and the replication report print)."""
-    runs = _read_csv(Path(runs_csv))
-    fits = json.loads(Path(fit_json).read_text())
-    cand = fits.get("candidate", {})
-    name = cand.get("name", "?")
-    scale = (f"ours, NOT paper-comparable: trained to convergence with {name} ({cand.get('epochs')} epochs, lr "
-             f"{_f(cand.get('lr')):g}, {cand.get('lr_schedule')} schedule; heads.convergence's criterion), "
-             f"N={fits.get('n_prompts', '?')}, {runs.seed.nunique()} seeds")
-    out = []
-    for protocol in [p for p in ("published", "independent") if p in set(runs.protocol)]:
-        sel = runs[runs.protocol == protocol]
-        values = {int(H): dict(zip(g.seed.astype(int), g.mse.astype(float))) for H, g in sel.groupby("heads")}
-        means = sel.groupby("heads")[["mse", "target_var"]].mean()
-        ratio = float((means.mse / means.target_var).max()) if "target_var" in sel.columns else NAN
-        learned, why = learned_from_ratio(ratio, "worst H's mean MSE / Var(target)")
-        mode = f"ours at convergence ({name}), {protocol} protocol"
-        falls = falls_with_h(values)
-        r = Row("E1", f"error falls with H, at convergence (ours: {name})", f"{protocol}, H = {min(values)}..{max(values)}",
-                paper="more heads, lower error", corrected_mode=mode, learned=learned, scale=scale)
-        if "diff" in falls:
-            r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = falls["diff"], falls["diff_ci"]
-        if learned == "no":
-            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
-        else:
-            r.verdict, r.reason = falls["verdict"], f"{why}; {falls['numbers']}"
-        out.append(r)
-        entry = _fit_entry(fits, protocol)
-        for key, reading in RATE_READINGS:
-            r = Row("E1", f"O(1/H) at convergence (ours: {name}), {reading}", f"{protocol}, H in heads.heads_sweep",
-                    paper="O(1/H) (alpha = 1)", paper_mean=1.0, corrected_mode=mode, learned=learned, scale=scale)
-            if entry is None:
-                r.verdict, r.reason = "not available", f"heads_converged_fit.json has no {protocol} fit; {cite('not-available')}"
-            else:
-                r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = (
-                    entry["alpha"], entry.get("alpha_ci_total", entry["alpha_ci"]))
-                points = _fit_points(entry, sorted(values))
-                verdict, numbers = rate_verdict(key, entry)
-                if len(points) < MIN_FIT_POINTS:
-                    r.verdict, r.reason = "not testable at this scale", f"fit over H = {[int(x) for x in points]} only; {cite('too-few')}"
-                elif learned == "no":
-                    r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
-                else:
-                    r.verdict, r.reason = verdict, f"{numbers}; {cite('converged-rate')} ({cite(key)})"
-            out.append(r)
-    return out
-
-
-def _fit_points(entry: Mapping, fallback: Sequence[float]) -> list[float]:
+def fit_points(entry: Mapping, fallback: Sequence[float]) -> list[float]:
     """The distinct H values a fit was made from (``x``, else ``heads``, else the table's)."""
     xs = entry.get("x") or entry.get("heads")
     return sorted({float(x) for x in (xs if xs else fallback)})
 
-
-def e1_rate_rows(tables: Path, config: Mapping, config_name: str, heads_rows: list[Row]) -> list[Row]:
-    fits = json.loads((tables / "heads_fit.json").read_text())
-    scale = scale_of("heads", config, config_name)
-    out = []
-    paper = _fit_entry(fits, "paper")
-    for key, reading in RATE_READINGS:
-        r = Row("E1", f"O(1/H): the paper's own table, {reading}", "H = 1..12",
-                paper="O(1/H) (alpha = 1)", paper_mean=1.0, comparable_mode="fit of the paper's published means/stds",
-                scale="the paper's table (no run): parametric bootstrap from its means and stds", learned="n/a")
-        if paper is None:
-            r.verdict, r.reason = "not available", "heads_fit.json has no `paper` fit; " + cite("not-available")
-        else:
-            lo, hi = paper.get("alpha_ci_total", paper["alpha_ci"])
-            r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high = paper["alpha"], lo, hi
-            n = len(_fit_points(paper, paper_values.HEADS_TABLE["heads"]))
-            if n < MIN_FIT_POINTS:
-                r.verdict, r.reason = "not testable at this scale", f"fit over {n} H values; {cite('too-few')}"
-            else:
-                r.verdict, numbers = rate_verdict(key, paper)
-                r.reason = f"{numbers}; {cite(key if r.verdict != 'not available' else 'not-available')}"
-        out.append(r)
-
-    published = _fit_entry(fits, "published")
-    independent = _fit_entry(fits, "independent")
-    if independent is None and published is None and "alpha" in fits:  # old layout: one fit of the headline target
-        independent = fits
-    hv = _read_csv(tables / "heads_vs_mse.csv")
-    swept = sorted(int(h) for h in hv.heads.unique()) if "heads" in hv.columns else []
-    comp_learned = [x.learned for x in heads_rows if x.experiment == "E1" and x.comparable_mode.startswith("published")
-                    and _ok(x.comparable_mean)]
-    learned = "no" if "no" in comp_learned else ("yes" if comp_learned and all(v == "yes" for v in comp_learned) else "unknown")
-    for key, reading in RATE_READINGS:
-        r = Row("E1", f"O(1/H): our heads sweep, {reading}", "H in heads.heads_sweep",
-                paper="O(1/H) (alpha = 1)", paper_mean=1.0,
-                comparable_mode="published protocol" if published else "not available",
-                corrected_mode="independent seeds" if independent else "not available", scale=scale.text)
-        if independent is not None:
-            r.corrected_mean, (r.corrected_ci_low, r.corrected_ci_high) = (
-                independent["alpha"], independent.get("alpha_ci_total", independent["alpha_ci"]))
-        if published is None:
-            r.verdict = "not available"
-            r.reason = ("heads_fit.json has no `published` fit (results predate the published-protocol mode, or too "
-                        "few H); " + cite("not-available"))
-            out.append(r)
-            continue
-        lo, hi = published.get("alpha_ci_total", published["alpha_ci"])
-        r.comparable_mean, r.comparable_ci_low, r.comparable_ci_high = published["alpha"], lo, hi
-        r.learned = learned
-        points = _fit_points(published, swept)
-        verdict, numbers = rate_verdict(key, published)
-        if len(points) < MIN_FIT_POINTS:
-            r.verdict = "not testable at this scale"
-            r.reason = f"fit over H = {[int(x) for x in points]} only; {cite('too-few')}; {numbers}"
-        elif g := gate(r.learned, scale):
-            r.verdict = g
-            r.reason = ("some H settings did not learn; " if r.learned == "no" else "") + numbers + "; " + cite(
-                "learned" if r.learned == "no" else "comparable")
-        else:
-            r.verdict, r.reason = verdict, f"{numbers}; {cite(key if verdict != 'not available' else 'not-available')}"
-        out.append(r)
-    return out
-
-
-def _loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = (x > 0) & (y > 0) & np.isfinite(y)
-    if ok.sum() < 2:
-        return NAN
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
-
-
-def e1_prompt_length_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    pl = _read_csv(tables / "prompt_length_vs_mse.csv")
-    scale = scale_of("heads", config, config_name)
-    heads_cfg = config.get("heads", {})
-    r = Row("E1", "prompt-length sweep: MSE against p at H = 1 (log-log slope)",
-            f"p in {sorted(int(p) for p in pl.p.unique())}, H={heads_cfg.get('heads_p_sweep', 1)}",
-            paper="no number (the published code sweeps p = 20..110; the paper reports no value)",
-            scale=scale.text)
-    if "protocol" in pl.columns:
-        sel = pl[pl.protocol == "published"]
-        if "target" in sel.columns:
-            sel = sel[sel.target == "reference_code"] if (sel.target == "reference_code").any() else sel
-        r.comparable_mode = "published protocol"
-    else:
-        sel = pl[pl.target == heads_cfg.get("target", "paper")] if "target" in pl.columns else pl
-        r.comparable_mode = "not available"
-        r.corrected_mode = "independent seeds (results made before the published-protocol mode)"
-    sel = sel.sort_values("p")
-    slope = _loglog_slope(sel.p, sel.mse_mean)
-    if r.comparable_mode == "published protocol":
-        r.comparable_mean = slope
-    else:
-        r.corrected_mean = slope
-    lrn = [learned_from_row(x, var_col="target_var_mean")[0] for x in sel.to_dict("records")]
-    r.learned = "no" if "no" in lrn else ("yes" if lrn and all(v == "yes" for v in lrn) else "unknown")
-    trend = ", ".join(f"p={int(p)}: {m:.3g}" for p, m in zip(sel.p, sel.mse_mean))
-    r.verdict = "did not learn" if r.learned == "no" else "not comparable: the paper reports no number for this sweep"
-    r.reason = f"slope of log MSE on log p; per p: {trend}; {gate_cite(r.verdict)}"
-    return [r]
-
-
-# ------------------------------------------------------------------------------------------- E2
-def e2_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    scale = scale_of("theorem31", config, config_name)
-    fe = _read_csv(tables / "f_emulation.csv")
-    gd = _read_csv(tables / "f_gd_step.csv")
-    not_comp = ("not reproduced: the published script feeds the target into the model's input and mixes every "
-                "token into the target (the published code at commit 6d39297, E2)")
-    out = []
-    for f, grp in fe.groupby("f", sort=False):
-        rec = grp.sort_values("p").iloc[-1].to_dict()
-        r = Row("E2", "Theorem 3.1: one softmax head (+ affine maps) emulates f(w^T x - y) x",
-                f"f={f}, p={int(rec['p'])}, x ~ {rec.get('x_dist', '?')} (scale {rec.get('x_scale', '?')})",
-                paper="qualitative: 'minimal error' (f = tanh; no number reported)" if f == "tanh"
-                else "qualitative: any continuously differentiable f (no experiment reported)",
-                comparable_mode=not_comp, corrected_mode="the theorem's task; value = MSE / target variance",
-                corrected_mean=rec["rel_mse_mean"], scale=scale.text)
-        if _ok(rec.get("target_var")) and rec["target_var"] > 0:
-            r.corrected_ci_low, r.corrected_ci_high = rec["mse_ci_low"] / rec["target_var"], rec["mse_ci_high"] / rec["target_var"]
-        r.learned, why = learned_from_row(rec) if "mse_over_blind" in rec else learned_from_ratio(
-            _f(rec["rel_mse_mean"]), "MSE / target variance (rel_mse_mean)")
-        if r.learned == "no":
-            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
-        else:
-            rel = _f(rec["rel_mse_mean"])
-            r.verdict = graded(rel, SUPPORT_REL, PARTLY_REL, scale)
-            r.reason = f"{why}; MSE / Var(target) = {rel:.3g}; {cite('E2')}"
-        out.append(r)
-    for f, grp in gd.groupby("f", sort=False):
-        rec = grp.sort_values("p").iloc[-1].to_dict()
-        r = Row("E2", "Corollary 3.1.2: averaging the emulated f(w^T x - y) x gives one GD step",
-                f"f={f}, p={int(rec['p'])}, eta={rec['eta']}",
-                paper="qualitative (no experiment reported)", comparable_mode=not_comp,
-                corrected_mode="||step error||^2 / ||exact step||^2 (gd_rel_mean)", corrected_mean=rec["gd_rel_mean"],
-                scale=scale.text)
-        # the step is averaged from the emulated f: the emulator must itself beat its weight-blind baseline (for
-        # sigmoid/step a model ignoring w already gets about half of the target right)
-        same = fe[(fe.f == f) & (fe.p == rec["p"])]
-        model = learned_from_row(same.iloc[0].to_dict()) if len(same) else ("unknown", "no f_emulation row")
-        r.learned, why = _all_of([model, learned_from_ratio(_f(rec["gd_rel_mean"]), "step error / step size (gd_rel_mean)")])
-        if r.learned == "no":
-            r.verdict, r.reason = "did not learn", f"{why}; {cite('learned')}"
-        else:
-            r.verdict = graded(rec["gd_rel_mean"], SUPPORT_REL, PARTLY_REL, scale)
-            r.reason = f"{why}; {cite('E2')}"
-        out.append(r)
-    return out
-
-
-# ------------------------------------------------------------------------------------------- E3
-def e3_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    from algo_emu.experiments.statistical import PAPER_NAME
-
-    scale = scale_of("statistical", config, config_name)
-    st = _read_csv(tables / "statistical_emulation.csv")
-    sp = paper_values.STATISTICAL_HEADS
-    n_paper = 5  # the published script's five evaluation seeds (one model, five test sets)
-    modes = set(st["mode"].unique())
-    swept = set(int(h) for h in st.heads.unique())
-    out = []
-    for algo in ("lasso", "ridge", "linear"):
-        for i, H in enumerate(sp["heads"]):
-            pm, ps = sp[algo]["mean"][i], sp[algo]["std"][i]
-            r = Row("E3", f"Appendix C.1 figure: {algo} loss against H", f"{algo}, H={H}",
-                    paper=f"{pm} +- {ps} (one model, 5 test sets, ddof 0)", paper_mean=pm, paper_std=ps,
-                    paper_n=n_paper,
-                    comparable_mode="reference_code (published protocol: loss vs noisy y)",
-                    corrected_mode="fitted (emulation error vs the algorithm's own prediction)", scale=scale.text)
-            fitted = st[(st["mode"] == "fitted") & (st.algorithm.map(lambda a: PAPER_NAME.get(a, a)) == algo) & (st.heads == H)]
-            corr = _rec(fitted)
-            if corr is not None:
-                r.corrected_mean, r.corrected_ci_low, r.corrected_ci_high = corr["mse_mean"], corr["mse_ci_low"], corr["mse_ci_high"]
-            if H not in swept:
-                r.verdict = "not run at this scale"
-                r.reason = f"H={H} is not in statistical.heads_sweep {sorted(swept)}; {cite('not-run')}"
-                out.append(r)
-                continue
-            if "reference_code" not in modes:
-                r.verdict, r.reason = "not run at this scale", f"statistical.modes has no reference_code; {cite('not-run')}"
-                out.append(r)
-                continue
-            comp = _rec(st[(st["mode"] == "reference_code") & (st.algorithm == algo) & (st.heads == H)])
-            if comp is None:
-                r.verdict, r.reason = "not available", f"no reference_code row for {algo}, H={H}; {cite('not-available')}"
-                out.append(r)
-                continue
-            r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
-            r.comparable_ci_low, r.comparable_ci_high, r.comparable_n = comp["mse_ci_low"], comp["mse_ci_high"], comp["n_seeds"]
-            r.learned, why = learned_from_row(comp)
-            g = gate(r.learned, scale)
-            note = "the paper's value is one trained model's (its std: five test sets of it); ours: independent models"
-            if g:
-                r.verdict, r.reason = g, f"{why}; {note}; {gate_cite(g)}"
-            else:
-                r.verdict, z = agreement_one_model(pm, ps, n_paper, comp["mse_mean"], comp["mse_std"], comp["n_seeds"])
-                r.reason = (f"{why}; {note}; |ours - paper| = {z:.2f} x the combined spread (one model's distance from "
-                            f"the mean of models, our mean's SE, the paper's test-set SE); {cite('one-model')}")
-            out.append(r)
-    return out
-
-
-# ------------------------------------------------------------------------------------------- E4
-E4_OUTCOMES = ("does not beat the weight-blind baseline", "beats the weight-blind baseline, does not emulate", "emulates")
-
-
-def e4_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    """Per algorithm: the published mode against the paper's qualitative claim (no number: not comparable), then the
-    corrected mode under rule [E4]."""
-    ames_cfg = config.get("ames", {})
-    scale = scale_of("ames", config, config_name)
-    scale.text += f", hidden={ames_cfg.get('hidden', '?')}"
-    am = _read_csv(tables / "ames.csv")
-    modes = set(am["mode"].unique())
-    out = []
-    for algo in ("linear", "ridge", "lasso"):
-        r = Row("E4", f"Appendix C.2: frozen emulator of {algo} on Ames Housing (weights in the prompt)", algo,
-                paper="qualitative: 'low error' (no number transcribed)",
-                comparable_mode="reference_code: prediction MSE vs log price (the published target)",
-                corrected_mode="corrected: emulation MSE vs the algorithm's own prediction", scale=scale.text)
-        corr = _rec(am[(am["mode"] == "corrected") & (am.algorithm == algo)])
-        comp = _rec(am[(am["mode"] == "reference_code") & (am.algorithm == algo)])
-        if corr is not None:
-            r.corrected_mean, r.corrected_ci_low, r.corrected_ci_high = (
-                corr["emulation_mse_mean"], corr["emulation_mse_ci_low"], corr["emulation_mse_ci_high"])
-        if comp is None:
-            r.verdict = "not run at this scale"
-            r.reason = f"ames.modes has no reference_code; the corrected mode's row below; {cite('not-run')}"
-            out.append(r)
-            continue
-        r.comparable_mean, r.comparable_std, r.comparable_n = comp["prediction_mse_mean"], comp["prediction_mse_std"], comp["n_seeds"]
-        # its target (the log price) does not depend on the prompt's weights, so only a constant predictor is a
-        # baseline it must beat; its weight-blind ratio is stated, not required
-        r.learned, why = learned_from_ratio(_f(comp["prediction_mse_mean"]) / _f(comp.get("target_var_mean")),
-                                            "MSE / target variance (target_var_mean)")
-        extra = []
-        if _ok(comp.get("mse_over_blind")):
-            extra.append(f"MSE / weight-blind MSE = {_f(comp['mse_over_blind']):.3g} (its target, the log price, does "
-                         "not depend on the prompt's weights)")
-        if str(comp.get("all_coef_zero")).lower() == "true":
-            extra.append("the fit zeroes every coefficient, so the prompt carries no weights")
-        r.verdict = "did not learn" if r.learned == "no" else "not comparable: the paper gives no number for E4"
-        r.reason = "; ".join([why, *extra, gate_cite(r.verdict)])
-        out.append(r)
-    if "corrected" in modes:
-        abl_path = tables / "ames_ablation.csv"
-        abl = _read_csv(abl_path) if abl_path.is_file() else None
-        out += [e4_corrected_row(am, abl, algo, scale) for algo in ("linear", "ridge", "lasso")]
-    return out
-
-
-def e4_corrected_row(am: pd.DataFrame, abl: pd.DataFrame | None, algo: str, scale: Scale) -> Row:
-    """Rule [E4] on one algorithm of the corrected mode: does the emulator beat its weight-blind baseline, and does
-    it emulate (read w, tell the algorithms apart)?"""
-    corr = _rec(am[(am["mode"] == "corrected") & (am.algorithm == algo)])
-    r = Row("E4", "Appendix C.2, corrected mode: the frozen emulator runs the algorithm whose weights are in its prompt",
-            algo, paper="qualitative: the emulator follows the algorithm in its prompt",
-            comparable_mode="none: the published code's mode trains every prompt on the log price",
-            corrected_mode="emulation MSE / weight-blind MSE", scale=scale.text, learned="see verdict")
-
-    def ablation(name: str) -> dict | None:
-        return None if abl is None else _rec(abl[(abl["mode"] == "corrected") & (abl.algorithm == algo)
-                                                 & (abl.ablation == name)])
-
-    none, permuted, blind = ablation("none"), ablation("permuted"), ablation("weight_blind")
-    emu = _f(corr.get("emulation_mse_mean")) if corr else NAN
-    spread = _f(corr.get("spread_mse_mean")) if corr else NAN
-    var = _f(corr.get("target_var_mean")) if corr else NAN
-    need = {"ames.csv corrected row": corr, "ames_ablation.csv none row": none,
-            "ames_ablation.csv permuted row": permuted, "ames_ablation.csv weight_blind row": blind}
-    missing = [k for k, v in need.items() if v is None] + [c for c, v in (("spread_mse_mean", spread),
-                                                                         ("target_var_mean", var)) if not _ok(v)]
-    if missing:
-        r.verdict = "not available"
-        r.reason = f"needs {', '.join(missing)} for corrected {algo}; {cite('not-available')}"
-        return r
-
-    def se(rec: dict) -> float:
-        return _f(rec["mse_std"]) / math.sqrt(_f(rec["n_seeds"])) if _f(rec["n_seeds"]) > 1 else 0.0
-
-    m0, mb = _f(none["mse_mean"]), _f(blind["mse_mean"])
-    combined = math.sqrt(se(none) ** 2 + se(blind) ** 2)
-    z = (mb - m0) / combined if combined > 0 else (math.inf if mb > m0 else 0.0)
-    beats = z > Z_AGREE and emu < var
-    reads = _f(permuted["mse_mean"]) / m0 >= READS_W_RATIO if m0 > 0 else False
-    apart = emu < spread
-    r.corrected_mean = m0 / mb if mb > 0 else NAN
-    facts = (f"emulation MSE {m0:.3g} against the weight-blind model's {mb:.3g} (ratio {m0 / mb:.3g}; {z:.2f} combined "
-             f"SE apart, > {Z_AGREE:g} needed) and the target's variance {var:.3g}; permuted w: MSE "
-             f"{_f(permuted['mse_mean']):.3g} ({_f(permuted['mse_mean']) / m0:.3g}x the unablated; reads w: "
-             f"{'yes' if reads else 'no'}, >= {READS_W_RATIO:g}x needed); emulation MSE against the spread between the "
-             f"algorithms' predictions {spread:.3g} ({emu / spread:.3g}x; tells them apart: {'yes' if apart else 'no'}, "
-             "< 1 needed)")
-    word = E4_OUTCOMES[0] if not beats else (E4_OUTCOMES[2] if reads and apart else E4_OUTCOMES[1])
-    r.verdict = word if scale.at_paper else f"{word} (at reduced scale)"
-    r.reason = f"{facts}; {cite('E4')}"
-    return r
-
-
-# ------------------------------------------------------------------------------------------- E5
-def e5_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    scale = scale_of("constructions", config, config_name)
-    out = []
-    lib = _read_csv(tables / "construction_library.csv")
-    one_module = lib["module_sha256"].nunique() == 1 if "module_sha256" in lib.columns else None
-    for rec in lib.to_dict("records"):
-        rel = _f(rec.get("rel_mse_mean"))
-        r = Row("E5", "Theorems 4.1/4.2, Corollary 4.2.1: ONE frozen attention module runs the algorithm written in its prompt",
-                f"{rec['algorithm']}, P={rec.get('P', '?')}", paper="exists for any eps > 0 (no number reported)",
-                comparable_mode="no trained counterpart: weights written down (float64)",
-                corrected_mode="hand-built module; value = MSE / target mean square", corrected_mean=rel,
-                learned="n/a (no training)", scale=scale.text)
-        r.verdict = graded(rel, EXACT_REL, APPROX_REL, scale)
-        r.reason = (f"MSE {rec['mse_mean']:.3g}, max |err| {rec.get('max_abs_max', NAN):.3g}"
-                    + ("; one module (one weight hash) for every algorithm" if one_module else "") + f"; {cite('E5-exact')}")
-        out.append(r)
-    beta = _read_csv(tables / "construction_beta.csv").sort_values("beta")
-    m = np.maximum(beta.mse_mean.to_numpy(float), FLOAT64_FLOOR)  # below the floor: rounding, all equal
-    imin = int(np.argmin(m))
-    best = beta.iloc[imin]
-    falls = imin > 0 and bool(np.all(np.diff(m[: imin + 1]) <= 0))
-    rises_after = bool(np.any(m[imin + 1:] > m[imin] * 10))
-    r = Row("E5", "a sharper softmax (larger beta, larger dot-product gap) gives a closer read-out",
-            f"beta*D^2 in {[round(float(v), 3) for v in beta.beta_d2]}", paper="qualitative: the error falls as beta grows",
-            comparable_mode="no trained counterpart", corrected_mode="beta*D^2 at the smallest MSE",
-            corrected_mean=float(best.beta_d2), learned="n/a (no training)", scale=scale.text)
-    trend = ", ".join(f"{bd:.3g}: {v:.3g}" for bd, v in zip(beta.beta_d2, beta.mse_mean))
-    if imin == 0 and m[0] <= FLOAT64_FLOOR:
-        r.verdict = "not available"
-        r.reason = (f"the smallest beta already reaches the float64 floor, so this beta grid does not resolve the falling "
-                    f"branch (add smaller constructions.beta_study.beta_d2); MSE by beta*D^2: {trend}; {cite('not-available')}")
-    else:
-        r.verdict = claim_verdict(falls and not rises_after, falls, scale)
-        at_floor = [float(v) for v, mm in zip(beta.beta_d2, m) if mm <= FLOAT64_FLOOR]
-        where = (f"at the float64 floor (<= {FLOAT64_FLOOR:.3g}) from beta*D^2 = {at_floor[0]:.3g} to {at_floor[-1]:.3g}"
-                 if len(at_floor) > 1 else f"smallest at {best.beta_d2:.3g}")
-        r.reason = (f"MSE by beta*D^2: {trend}; {where}"
-                    + ("; beyond it the read-out rounds to the nearest grid point and the error rises" if rises_after else "")
-                    + f"; {cite('E5-beta')}")
-    out.append(r)
-    pst = _read_csv(tables / "construction_p.csv")
-    fixed = pst[pst.policy.astype(str).str.startswith("beta*D^2")] if "policy" in pst.columns else pst
-    slope = _f(fixed.fit_slope.dropna().iloc[0]) if "fit_slope" in fixed.columns and fixed.fit_slope.notna().any() else NAN
-    r = Row("E5", "the read-out error falls as the prompt gets longer (more grid tokens P)",
-            f"P in {sorted(int(p) for p in pst.P.unique())} at fixed beta*D^2", paper="figure: MSE against P (values not transcribed)",
-            comparable_mode="no trained counterpart", corrected_mode="log-log slope of MSE on P (theory: -2)",
-            corrected_mean=slope, learned="n/a (no training)", scale=scale.text)
-    if _ok(slope):
-        r.verdict = claim_verdict(slope < 0, False, scale)
-        r.reason = f"-2 expected once the grid ends stop mattering; {cite('E5-P')}"
-    else:
-        r.verdict, r.reason = "not available", f"no fit_slope (too few P above the float64 floor); {cite('not-available')}"
-    out.append(r)
-    out += e5_multistep_rows(_read_csv(tables / "construction_multistep.csv"), scale)
-    return out
-
-
-def e5_multistep_rows(ms: pd.DataFrame, scale: Scale) -> list[Row]:
-    """Corollary 4.2.1: a verdict from t >= 2 only; t = 1 holds by construction (eps is the largest one-step error)."""
-    if "within_2" not in ms.columns:
-        return [Row("E5", "multi-step GD by stacking: error after t steps <= t * eps", verdict="not available",
-                    reason=f"no within_2 column in construction_multistep.csv; {cite('not-available')}", scale=scale.text)]
-    losses = sorted(ms["loss"].unique())
-    has_inf = "within_inf" in ms.columns
-    first, later = ms[ms.t == 1], ms[ms.t >= 2]
-
-    def held(frame: pd.DataFrame) -> tuple[float, str]:
-        h = float(frame.within_2.min()) if len(frame) else NAN
-        inf = f"; l-infinity (the paper's norm, only measured): {float(frame.within_inf.min()):.0%}" if has_inf and len(frame) else ""
-        return h, inf
-
-    h1, inf1 = held(first)
-    setup = Row("E5", "multi-step GD by stacking, t = 1: error after one step <= eps (eps is the largest one-step error)",
-                f"losses {losses}, t = 1", paper="||w^_1 - w_1|| <= eps", comparable_mode="no trained counterpart",
-                corrected_mode="fraction of instances within the bound (l2)", corrected_mean=h1,
-                learned="n/a (no training)", scale=scale.text)
-    setup.verdict = setup_check("supported" if h1 == 1.0 else "not supported") if _ok(h1) else "not available"
-    setup.reason = f"l2 bound held in {h1:.0%} of instances{inf1}; {cite('set-up')}" if _ok(h1) else \
-        f"no t = 1 rows; {cite('not-available')}"
-    h, inf = held(later)
-    r = Row("E5", "multi-step GD by stacking: error after t steps <= t * eps",
-            f"losses {losses}, 2 <= t <= {int(ms.t.max())}", paper="||w^_t - w_t|| <= t eps (l-infinity)",
-            comparable_mode="no trained counterpart", corrected_mode="fraction of instances within the bound (l2), t >= 2",
-            corrected_mean=h, learned="n/a (no training)", scale=scale.text)
-    if _ok(h):
-        r.verdict = claim_verdict(h == 1.0, h > 0, scale)
-        r.reason = f"l2 bound held in {h:.0%} of instances at every t >= 2{inf}; {cite('E5-multistep')}"
-    else:
-        r.verdict = "not testable at this scale"
-        r.reason = f"constructions.multistep.steps < 2: at t = 1 the bound holds by construction; {cite('too-few')}"
-    return [setup, r]
 
 
 # ------------------------------------------------------------------------------------------- E6 (essay)
@@ -1024,13 +471,13 @@ def essay_rows(path: Path, config: Mapping | None = None) -> list[Row]:
     and ``essay_curves.csv`` beside it), and [reduced]."""
     from algo_emu.essay import claims as essay
 
-    ess = _read_csv(path)
+    ess = pd.read_csv(path)
     missing = _missing_cols(ess, ESSAY_COLUMNS)
     if missing:
         return [Row("E6 (essay)", "companion-essay claims", verdict="not available",
                     reason=f"{path.name} lacks column(s) {missing}; {cite('not-available')}")]
     curves_path = path.parent / "essay_curves.csv"
-    check = (essay.learning_check(_read_csv(curves_path)) if curves_path.is_file() else
+    check = (essay.learning_check(pd.read_csv(curves_path)) if curves_path.is_file() else
              {"learned": "unknown", "text": f"no {curves_path.name} beside {path.name}: the learning check could not be made"})
     ess = essay.gate(ess, check)
     scale = essay_scale(config or {})
@@ -1051,33 +498,29 @@ def essay_rows(path: Path, config: Mapping | None = None) -> list[Row]:
                 verdict = f"{verdict} (at reduced scale)"
                 reason = f"{reason}; {scale.why_not}"
         out.append(Row("E6 (essay)", str(rec["claim"]), paper=str(rec["essay_prediction"]),
-                       comparable_mode="measured", comparable_mean=_f(rec["measured"]),
-                       comparable_ci_low=_f(rec["ci_low"]), comparable_ci_high=_f(rec["ci_high"]),
+                       comparable_mode="measured", comparable_mean=to_float(rec["measured"]),
+                       comparable_ci_low=to_float(rec["ci_low"]), comparable_ci_high=to_float(rec["ci_high"]),
                        verdict=verdict, reason="; ".join(x for x in (reason, cite(key)) if x),
                        learned=str(rec["learned"]), scale=str(rec["scale"])))
     return out
 
 
 # ------------------------------------------------------------------------------------------- assembly
-REQUIRED = [
-    "heads_vs_mse.csv", "prompt_length_vs_mse.csv", "heads_fit.json",
-    "f_emulation.csv", "f_gd_step.csv", "statistical_emulation.csv", "ames.csv",
-    "construction_library.csv", "construction_beta.csv", "construction_p.csv", "construction_multistep.csv",
-]
-REPORT_SECTIONS = [
-    ("E1", "E1 -- attention emulating an attention head (Theorem 4.1 ablation; the headline table)", e1_rows),
-    ("E2", "E2 -- one softmax head emulating f(w^T x - y) x (Theorem 3.1)", e2_rows),
-    ("E3", "E3 -- statistical algorithms from the prompt (Appendix C.1)", e3_rows),
-    ("E4", "E4 -- Ames Housing (Appendix C.2)", e4_rows),
-    ("E5", "E5 -- hand-built frozen attention (Theorems 4.1/4.2, Corollary 4.2.1)", e5_rows),
-]
+#: the tables the report reads (each experiment's spec names its own), in label order
+REQUIRED = [t for s in SPECS if s.report for t in s.report.tables]
+
+
+def sections() -> list[tuple[str, str, Callable[[Path, Mapping, str], list[Row]]]]:
+    """(label, title, rows) per experiment whose spec has a report section, in label order: ``rows`` is the
+    ``report_rows(tables, config, config_name)`` of the module the spec names (imported only when the report runs)."""
+    return [(s.label, s.report.title, importlib.import_module(s.report.module).report_rows) for s in SPECS if s.report]
 
 
 def build(tables_dir: str | Path, config: Mapping, config_name: str, essay: str | Path | None = None) -> pd.DataFrame:
     tables = Path(tables_dir)
     check_present("replication", [tables / f for f in REQUIRED] + ([Path(essay)] if essay else []))
     rows: list[Row] = []
-    for _, _, fn in REPORT_SECTIONS:
+    for _, _, fn in sections():
         rows += fn(tables, config, config_name)
     if essay:
         rows += essay_rows(Path(essay), config)
@@ -1085,7 +528,7 @@ def build(tables_dir: str | Path, config: Mapping, config_name: str, essay: str 
 
 
 def _num(x: Any) -> str:
-    v = _f(x)
+    v = to_float(x)
     if math.isnan(v):
         return ""
     if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5):
@@ -1094,7 +537,7 @@ def _num(x: Any) -> str:
 
 
 def _ci(lo: Any, hi: Any) -> str:
-    return f" [{_num(lo)}, {_num(hi)}]" if _ok(lo) and _ok(hi) else ""
+    return f" [{_num(lo)}, {_num(hi)}]" if finite(lo) and finite(hi) else ""
 
 
 def _cell(text: str) -> str:
@@ -1120,7 +563,7 @@ def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[s
               f"intervals over seeds in brackets. `{rows_csv}` holds the same rows.", "", rules]
     counts = frame.verdict.str.replace(r" \(.*\)$|:.*$", "", regex=True).value_counts()
     lines += ["**Verdicts in this report:** " + ", ".join(f"{k}: {v}" for k, v in counts.items()), ""]
-    experiments = [(key, title) for key, title, _ in REPORT_SECTIONS]
+    experiments = [(s.label, s.report.title) for s in SPECS if s.report]
     if (frame.experiment == "E6 (essay)").any():
         claims = (Path(rows_csv).parent / "essay_claims.csv").as_posix()
         experiments.append(("E6 (essay)", f"E6 -- claims of the companion essay ({claims})"))

@@ -1,6 +1,6 @@
 """What each experiment declares once, torch-free: its config section, the keys each of its steps reads, its named
 targets and their files, the scale at which the paper made its numbers and the reference scale at which ours learn,
-and the training rules its benchmark prices. One module per experiment in this package (``SPEC``); the registries
+the training rules its benchmark prices, and its section of the replication report. One module per experiment in this package (``SPEC``); the registries
 that used to list experiments one by one read :data:`SPECS` instead (:mod:`algo_emu.experiments.step_keys`,
 :mod:`algo_emu.report.targets`, :mod:`algo_emu.report.smoke`, :mod:`algo_emu.report.replication`,
 :mod:`algo_emu.cost`, :mod:`algo_emu.config`, :mod:`algo_emu.cli`, :mod:`algo_emu.report.manifest`). A new
@@ -72,6 +72,16 @@ def expand_braces(pattern: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Report:
+    """An experiment's section of the replication report: its title, the module whose
+    ``report_rows(tables, config, config_name)`` builds its rows, and the tables (under results/tables/) it reads."""
+
+    title: str
+    module: str
+    tables: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Spec:
     """One experiment: ``section`` names its config section, its module under :mod:`algo_emu.experiments`, its
     rules' file (``workflow/rules/<section>.smk``, unless ``rule_files`` names others; the Snakefile includes them)
@@ -85,6 +95,7 @@ class Spec:
     reference_scale: Mapping[str, int] = field(default_factory=dict)  # config/reference.yaml's budgets
     training_rules: tuple[str, ...] = ()  # the rules its benchmark rows price (algo_emu.cost)
     rule_files: tuple[str, ...] = ()  # its files under workflow/rules/ (default: <section>.smk)
+    report: Report | None = None  # its section of the replication report
 
     def __post_init__(self) -> None:
         if not self.rule_files:

@@ -1,6 +1,6 @@
 """E4: Ames Housing, ridge/lasso/least squares emulated on real data, Appendix C.2 (workflow/rules/ames.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
 
 _REFERENCE_FIT = ("reference_alpha", "cv_folds", "ridge_log10_alpha_min", "ridge_log10_alpha_max", "ridge_n_alphas",
                   "lasso_n_alphas", "lasso_eps", "lasso_max_iter")
@@ -29,4 +29,6 @@ SPEC = Spec(
     paper_scale={"epochs": 300},
     reference_scale={"epochs": 30},
     training_rules=("ames_train", "ames_train_blind"),
+    report=Report("E4 -- Ames Housing (Appendix C.2)",
+                  "algo_emu.experiments.ames_tables", ("ames.csv",)),
 )

@@ -1,7 +1,7 @@
 """E5: hand-built frozen attention, Theorems 4.1/4.2 and Corollary 4.2.1; no training
 (workflow/rules/constructions.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
 
 _HEAD = ("n", "d", "P", "beta_d2", "key_ratio", "grid_half_width", "instances", "x_scale", "distribution",
          "target_beta", "table", "end_tol")
@@ -32,4 +32,8 @@ SPEC = Spec(
         Target("construction_multistep_all", "E5", "the multi-step run table and figure",
                (TABLES + "construction_multistep.{csv,md,tex}", FIGURES + "construction_multistep.{pdf,png}")),
     ),
+    report=Report("E5 -- hand-built frozen attention (Theorems 4.1/4.2, Corollary 4.2.1)",
+                  "algo_emu.experiments.constructions",
+                  ("construction_library.csv", "construction_beta.csv", "construction_p.csv",
+                   "construction_multistep.csv")),
 )

@@ -1,6 +1,6 @@
 """E1: attention emulating an attention head, the heads table (Theorem 4.1 ablation; workflow/rules/heads.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
 
 _DATA = ("n_prompts", "n_tokens", "d", "target_hidden")
 _TRAIN = _DATA + ("hidden", "epochs", "batch_size", "lr", "test_fraction", "eval_every", "eval_batch_size",
@@ -37,4 +37,7 @@ SPEC = Spec(
     reference_scale={"n_prompts": 50_000, "epochs": 10},
     training_rules=("heads_train",),
     rule_files=("heads.smk", "heads_converged.smk"),
+    report=Report("E1 -- attention emulating an attention head (Theorem 4.1 ablation; the headline table)",
+                  "algo_emu.experiments.heads_tables",
+                  ("heads_vs_mse.csv", "prompt_length_vs_mse.csv", "heads_fit.json")),
 )

@@ -1,7 +1,7 @@
 """E3: statistical algorithms (lasso, ridge, least squares, GD) from the prompt, Appendix C.1
 (workflow/rules/statistical.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
 
 _DATA = ("n_context", "n_query", "d", "algorithms", "data_params")
 
@@ -28,4 +28,6 @@ SPEC = Spec(
     paper_scale={"n_prompts": 50_000, "epochs": 300},
     reference_scale={"n_prompts": 5_000, "epochs": 20},
     training_rules=("statistical_train", "statistical_train_blind"),
+    report=Report("E3 -- statistical algorithms from the prompt (Appendix C.1)",
+                  "algo_emu.experiments.statistical_tables", ("statistical_emulation.csv",)),
 )

@@ -1,7 +1,7 @@
 """E2: one softmax head emulating f(w^T x - y) x, Theorem 3.1, and the GD step of Corollary 3.1.2
 (workflow/rules/theorem31.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
 
 SPEC = Spec(
     section="theorem31", label="E2",
@@ -27,4 +27,6 @@ SPEC = Spec(
     paper_scale={"n_prompts": 50_000, "epochs": 100},
     reference_scale={"n_prompts": 5_000, "epochs": 30},
     training_rules=("theorem31_train", "theorem31_blind"),
+    report=Report("E2 -- one softmax head emulating f(w^T x - y) x (Theorem 3.1)",
+                  "algo_emu.experiments.theorem31_tables", ("f_emulation.csv", "f_gd_step.csv")),
 )
