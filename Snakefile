@@ -41,7 +41,7 @@ include: "workflow/rules/common.smk"
 for _spec in SPECS:
     for _rules in _spec.rule_files:
 
-        include: f"workflow/rules/{_rules}"
+        include: os.path.join("workflow/rules", _rules)
 
 
 # Last: the replication report and the manifest take every other output of `all` as input.

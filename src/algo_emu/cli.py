@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping
 
 from algo_emu.specs import SPECS
 
-# experiment name -> its module under algo_emu.experiments (one per spec, algo_emu.specs)
-EXPERIMENTS = {s.section: f"algo_emu.experiments.{s.section}" for s in SPECS}
+# experiment name -> its steps' module (one per spec, algo_emu.specs)
+EXPERIMENTS = {s.section: s.module for s in SPECS}
 #: the workflow's steps beyond the experiments': the replication report and the run manifest
 STEP_MODULES = {**EXPERIMENTS, "report": "algo_emu.report.steps"}
 # not an experiment: check a results tree or committed set against its manifest (flags of its own)

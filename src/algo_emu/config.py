@@ -28,7 +28,13 @@ from algo_emu.runtime import REPO_ROOT
 from algo_emu.specs import SPECS
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
-SECTIONS = tuple(s.section for s in SPECS)  # each validated by workflow/schemas/<section>.schema.yaml
+SECTIONS = tuple(s.section for s in SPECS)  # each validated by its schema (schema_file)
+
+
+def schema_file(section: str) -> Path:
+    """The schema of config section ``section``: its spec's ``schema``, else ``workflow/schemas/<section>.schema.yaml``."""
+    spec = next((s for s in SPECS if s.section == section), None)
+    return Path(spec.schema) if spec and spec.schema else SCHEMA_DIR / f"{section}.schema.yaml"
 
 #: Fitted-mode alternative algorithm names (algo_emu.data.statistical.ALIASES; a test keeps them equal).
 STATISTICAL_ALIASES: dict[str, dict[str, str]] = {"reference_code": {}, "fitted": {"linear": "ols"}}
@@ -152,7 +158,7 @@ def schema_defaults(section: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def _section_defaults(section: str) -> dict:
     out: dict = {}
-    _validate(out, SCHEMA_DIR / f"{section}.schema.yaml", section)
+    _validate(out, schema_file(section), section)
     return out
 
 
@@ -194,7 +200,7 @@ def validate_section(section: str, values: dict | None) -> dict:
     filled, validated against ``workflow/schemas/<section>.schema.yaml`` and the section's own cross-field
     checks; :class:`ConfigError` names the key (``ames.heads: ...``)."""
     out = copy.deepcopy(dict(values or {}))
-    _validate(out, SCHEMA_DIR / f"{section}.schema.yaml", section)
+    _validate(out, schema_file(section), section)
     check_config({section: out}, gpu_check=False)
     return out
 
@@ -202,12 +208,14 @@ def validate_section(section: str, values: dict | None) -> dict:
 def validate_sections(config: dict, gpu_check: bool = True) -> dict:
     """Validate the top level and every experiment section in place (defaults filled), then
     :func:`check_config`. ``gpu_check``: also refuse ``device: cuda`` where no GPU is visible."""
-    _validate(config, SCHEMA_DIR / "config.schema.yaml", "")
+    top = {k: v for k, v in config.items() if k not in SECTIONS}  # each section is checked by its own schema below
+    _validate(top, SCHEMA_DIR / "config.schema.yaml", "")
+    config.update(top)  # with the top level's defaults
     for section in SECTIONS:
         config.setdefault(section, {})
         if not isinstance(config[section], dict):
             raise ConfigError(f"{section}: must be a mapping of keys, got {type(config[section]).__name__}")
-        _validate(config[section], SCHEMA_DIR / f"{section}.schema.yaml", section)
+        _validate(config[section], schema_file(section), section)
     check_config(config, gpu_check=gpu_check)
     return config
 

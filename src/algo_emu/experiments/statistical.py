@@ -56,8 +56,6 @@ EVAL_KEYS = ("eval_prompts",)
 CONTEXT_ZEROED = "context_zeroed"
 #: Donor ablation: the weights another algorithm fitted on the same prompt (the next one of the mixture).
 OTHER_ALGORITHM = "other_algorithm"
-#: Fitted-mode names of the paper's three algorithms (for the figure's panels).
-PAPER_NAME = {"linear": "linear", "ols": "linear", "ridge": "ridge", "lasso": "lasso"}
 
 
 def check_mode(mode: str) -> None:

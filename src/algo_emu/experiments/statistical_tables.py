@@ -22,6 +22,8 @@ COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "m
            "prediction_std", "alg_error_mean", "alg_error_std"]
 #: Setting columns of the ablation table (between experiment/mode and ablation).
 ABLATION_SETTING = ["algorithm", "heads"]
+#: Fitted-mode names of the paper's three algorithms (the report's E3 rows).
+PAPER_NAME = {"linear": "linear", "ols": "linear", "ridge": "ridge", "lasso": "lasso"}
 #: What ``mse`` means in each mode: the paper's loss (against the noisy y) for the published protocol,
 #: the emulation error (against the algorithm's own prediction) for the fitted mode.
 HEADLINE = {"reference_code": "prediction", "fitted": "emulation"}
@@ -172,8 +174,6 @@ def ablation_figure(table: str, runs_csv: str, out: str) -> None:
 
 # ------------------------------------------------------------------ the replication report's rows
 def report_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    from algo_emu.experiments.statistical import PAPER_NAME
-
     scale = scale_of("statistical", config, config_name)
     st = pd.read_csv(tables / "statistical_emulation.csv")
     sp = paper_values.STATISTICAL_HEADS

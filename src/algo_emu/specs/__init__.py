@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
 import pkgutil
 import re
 from dataclasses import dataclass, field
@@ -83,9 +84,11 @@ class Report:
 
 @dataclass(frozen=True)
 class Spec:
-    """One experiment: ``section`` names its config section, its module under :mod:`algo_emu.experiments`, its
-    rules' file (``workflow/rules/<section>.smk``, unless ``rule_files`` names others; the Snakefile includes them)
-    and its records' folder (``results/<section>/``)."""
+    """One experiment: ``section`` names its config section, its module (``algo_emu.experiments.<section>``
+    unless ``module`` names another), its schema (``workflow/schemas/<section>.schema.yaml`` unless ``schema``
+    names another file), its rules' file (``workflow/rules/<section>.smk``, unless ``rule_files`` names others,
+    relative to workflow/rules/ or absolute; the Snakefile includes them) and its records' folder
+    (``results/<section>/``)."""
 
     section: str
     label: str  # E1..E6: the order of the report, the targets and the cost block
@@ -96,14 +99,31 @@ class Spec:
     training_rules: tuple[str, ...] = ()  # the rules its benchmark rows price (algo_emu.cost)
     rule_files: tuple[str, ...] = ()  # its files under workflow/rules/ (default: <section>.smk)
     report: Report | None = None  # its section of the replication report
+    module: str = ""  # its steps' module (STEPS), default algo_emu.experiments.<section>
+    schema: str = ""  # its config section's schema file, default workflow/schemas/<section>.schema.yaml
 
     def __post_init__(self) -> None:
         if not self.rule_files:
             object.__setattr__(self, "rule_files", (f"{self.section}.smk",))
+        if not self.module:
+            object.__setattr__(self, "module", f"algo_emu.experiments.{self.section}")
+
+
+#: Which experiments the package runs: a comma-separated list of ``all`` (every module of this package) and modules
+#: defining a ``SPEC`` of their own (an experiment outside the package, on the Python path). Unset: ``all``.
+SPECS_ENV = "ALGO_EMU_SPECS"
 
 
 def _discover() -> tuple[Spec, ...]:
-    specs = [importlib.import_module(f"{__name__}.{m.name}").SPEC for m in pkgutil.iter_modules(__path__)]
+    names = [n.strip() for n in os.environ.get(SPECS_ENV, "all").split(",") if n.strip()]
+    modules = [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__)] if "all" in names else []
+    modules += [n for n in names if n != "all"]
+    specs = []
+    for name in modules:
+        try:
+            specs.append(importlib.import_module(name).SPEC)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"{SPECS_ENV}: {name!r} is not a module defining SPEC ({exc})") from None
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
         raise ValueError(f"two experiments share a label: {sorted(labels)}")
