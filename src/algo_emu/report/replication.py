@@ -385,8 +385,8 @@ def setup_check(outcome: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- inputs
-
 def first_row(frame: pd.DataFrame) -> dict | None:
+    """The first row of ``frame`` as a dict (None when it has none): one setting's row of a table."""
     return None if frame is None or frame.empty else frame.iloc[0].to_dict()
 
 
