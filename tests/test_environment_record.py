@@ -5,7 +5,7 @@ import types
 import torch
 
 from algo_emu import runtime
-from algo_emu.runner import Runner
+from algo_emu.train import Runner
 
 
 def test_cpu_record_names_the_machine():
@@ -103,7 +103,7 @@ def test_a_compute_step_of_the_command_line_records_flushed_denormals():
     import subprocess
     import sys
 
-    code = ("import json, sys, types; from algo_emu import cli; from algo_emu.runner import Runner\n"
+    code = ("import json, sys, types; from algo_emu import cli; from algo_emu.train import Runner\n"
             "def probe(device_spec, threads):\n"
             "    print(json.dumps({k: Runner(device_spec, threads).environment()[k] "
             "for k in ('flush_denormals', 'reuse_freed_memory')}))\n"

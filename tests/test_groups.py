@@ -16,8 +16,7 @@ from algo_emu.experiments import statistical as e3
 from algo_emu.experiments.heads import HeadsTask
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
-from algo_emu.runner import Job, Runner
-from algo_emu.train import FAIL_ENV, StackedTask, TrainConfig, train_ensemble
+from algo_emu.train import FAIL_ENV, Job, Runner, StackedTask, TrainConfig, train_ensemble
 
 F64 = torch.float64
 #: E3's tiny section (as tests/test_statistical.py's)

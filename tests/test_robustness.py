@@ -180,7 +180,7 @@ def test_source_digest_covers_the_model_task_and_loss(tmp_path):
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(src.read_bytes())
     assert runtime.source_digest(root=pkg) == runtime.source_digest()
-    for rel in ("models/emulator.py", "models/two_set_attention.c", "train.py", "runner.py", "data/heads.py",
+    for rel in ("models/emulator.py", "models/two_set_attention.c", "train.py", "data/heads.py",
                 "experiments/statistical.py", "rng.py"):
         f = pkg / rel
         original = f.read_bytes()

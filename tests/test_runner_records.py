@@ -207,7 +207,7 @@ def test_an_experiment_without_a_step_lists_its_steps(capsys):
 
 
 def test_train_config_reads_the_section_then_the_schema_defaults():
-    from algo_emu.runner import train_config
+    from algo_emu.train import train_config
     from algo_emu.train import TrainConfig
 
     cfg = train_config("heads", {"epochs": 3, "lr": 0.5})
@@ -221,7 +221,7 @@ def test_train_config_reads_the_section_then_the_schema_defaults():
 def test_runner_fingerprint_resumes_only_the_same_run_and_writes_records(tmp_path):
     import torch
 
-    from algo_emu.runner import Runner, train_config
+    from algo_emu.train import Runner, train_config
     from algo_emu.train import Member
 
     class Task:

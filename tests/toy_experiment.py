@@ -21,7 +21,7 @@ from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
 from algo_emu.tables import summarise_by, write_table
-from algo_emu.train import Member
+from algo_emu.train import Member, Runner, train_config
 
 HERE = Path(__file__).resolve().parent
 KEYS = ("n_prompts", "n_tokens", "d", "hidden", "heads", "epochs", "batch_size", "lr", "checkpoint_every", "compile",
@@ -67,8 +67,6 @@ class ToyTask:
 def train(params: dict, seeds: list[int], out_dir: str, blind: bool = False, device_spec: str = "cpu",
           threads: int | None = None) -> dict[int, dict]:
     """Train the model (or its weight-blind baseline), evaluate it frozen with the prompt ablations, write records."""
-    from algo_emu.runner import Runner, train_config  # (imports the specs: not while they are being found)
-
     section, out = params, Path(out_dir)
     runner, task, lay = Runner(device_spec, threads), ToyTask(seeds, section), layout(section)
     meta = {"d_in": lay.blind().d_in if blind else lay.d_in, "seeds": seeds, "blind": blind}

@@ -2,7 +2,7 @@
 
 A shape group is a set of trained settings whose models have the same shapes (tokens, hidden width, heads, p)
 and whose training has the same batch, learning rate, epochs and training-set size, so they train as one
-ensemble in one process (:meth:`algo_emu.runner.Runner.train_group`): E1's protocols at each (H, p), E3's model
+ensemble in one process (:meth:`algo_emu.train.Runner.train_group`): E1's protocols at each (H, p), E3's model
 and weight-blind baseline per (mode, H). On a GPU this is where the speed is (one step drives every member of
 the group); on the CPU a step is bound by BLAS, so the per-setting jobs stay.
 """

@@ -1,6 +1,6 @@
 """One run record for every trained experiment, and its tidy view.
 
-Every trained experiment writes one ``metrics.json`` per seed (through :class:`algo_emu.runner.Runner`).
+Every trained experiment writes one ``metrics.json`` per seed (through :class:`algo_emu.train.Runner`).
 What a table reads from those files is declared once per experiment as a :class:`RunSpec`: which
 columns identify the setting, which are metrics, which are provenance, and where in the record each
 one lives. :func:`load_runs` is the one loader (one row per seed and per item of ``spec.rows``, e.g.

@@ -25,7 +25,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The package source that defines what a checkpoint holds: the engine and its loss, the
 #: random streams, the runner (the TrainConfig it builds), the model, the data and the experiments' tasks
 #: (relative to the package).
-TRAINING_SOURCES: tuple[str, ...] = ("train.py", "runner.py", "rng.py", "models", "data", "experiments")
+TRAINING_SOURCES: tuple[str, ...] = ("train.py", "rng.py", "models", "data", "experiments")
 
 
 def source_digest(parts: tuple[str, ...] = TRAINING_SOURCES, root: str | os.PathLike | None = None) -> str:

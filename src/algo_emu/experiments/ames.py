@@ -48,8 +48,7 @@ from algo_emu.models import ragged
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.experiments.ames_tables import aggregate, figure
-from algo_emu.runner import Runner, train_config
-from algo_emu.train import Member
+from algo_emu.train import Member, Runner, train_config
 
 log = logging.getLogger("algo_emu.ames")
 

@@ -33,7 +33,7 @@ import time
 import pandas as pd
 import torch
 
-from algo_emu.runner import Runner
+from algo_emu.train import Runner
 from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
 from algo_emu.frozen import FrozenFile

@@ -38,8 +38,7 @@ from algo_emu.io import read_json
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.runtime import config_hash
-from algo_emu.runner import Job, Runner, schedule_params, train_config
-from algo_emu.train import Member
+from algo_emu.train import Job, Member, Runner, schedule_params, train_config
 
 log = logging.getLogger("algo_emu.heads")
 DEFAULTS = schema_defaults("heads")
@@ -140,8 +139,8 @@ def train_group(params: dict, H: int, p: int, seeds: list[int], protocols: list[
     The settings (protocol, H, p) of ``protocols`` are one shape group (every protocol's block has the same shapes);
     this writes each setting's records, the ones :func:`train_setting` writes, to
     ``<out_root>/<protocol>/runs/H<H>_p<p>/``. ``data_paths``: the protocols' data sets in order (published:
-    one, independent: one per seed). ``steps_per_call``, ``tf32``: :meth:`algo_emu.runner.Runner.train_group`,
-    :class:`~algo_emu.runner.Runner`."""
+    one, independent: one per seed). ``steps_per_call``, ``tf32``: :meth:`algo_emu.train.Runner.train_group`,
+    :class:`~algo_emu.train.Runner`."""
     run = Runner(device_spec, threads, tf32)
     settings, rest = [], list(data_paths)
     for protocol in protocols:

@@ -41,8 +41,7 @@ from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.experiments.statistical_tables import HEADLINE, ablation_figure, aggregate, figure
-from algo_emu.runner import Job, Runner, train_config
-from algo_emu.train import Member
+from algo_emu.train import Job, Member, Runner, train_config
 
 log = logging.getLogger("algo_emu.statistical")
 
@@ -162,7 +161,7 @@ def train_setting(params: dict, mode: str, H: int, seeds: list[int], model_path:
     initialised from its own stream. ``data_paths``: every seed's training data set (:func:`write_data`,
     in ``seeds``' order); None: generated in this job (the same tensors). ``blind_path``: the model and its
     baseline (saved there) as one ensemble, one shape group (the baseline's tokens zero-padded,
-    :meth:`~algo_emu.runner.Runner.train_group`; ``steps_per_call`` and ``tf32`` as there); returns the model's sidecar.
+    :meth:`~algo_emu.train.Runner.train_group`; ``steps_per_call`` and ``tf32`` as there); returns the model's sidecar.
     ``checkpoint``: resumable checkpoint file (resumed only by the same run).
     """
     check_mode(mode)

@@ -33,7 +33,7 @@ _ALL = tuple(r for spec in SPECS for r in spec.reads)
 #: Keys a rule passes only when they hold another value than this one (their schema default, which is also the
 #: behaviour a step has without them): adding such a key to a step leaves the params of every job that does not use
 #: it as they were, so Snakemake (whose params are a job's rerun trigger) does not rerun finished results for it.
-#: A step that lacks one takes the schema default (:func:`algo_emu.runner.train_config`).
+#: A step that lacks one takes the schema default (:func:`algo_emu.train.train_config`).
 OMITTED_AT: dict[str, Any] = {"lr_schedule": "constant"}
 
 #: (section, step) -> what it reads.

@@ -33,8 +33,7 @@ from algo_emu.io import tensor_digest
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import split_indices, torch_stream
 from algo_emu.experiments.theorem31_tables import ablation_figure, aggregate, figure
-from algo_emu.runner import Job, Runner, train_config
-from algo_emu.train import Member
+from algo_emu.train import Job, Member, Runner, train_config
 
 log = logging.getLogger("algo_emu.theorem31")
 
@@ -230,7 +229,7 @@ def train_setting(params: dict, p: int, seeds: list[int], out_dir: str | Path,
     ``blind``: the weight-blind baseline instead -- the same block, prompts, targets, data order (the
     same data-order stream) and budget, on tokens [x_i; y_i] (w removed), initialised from its own stream.
     ``blind_out_dir``: the model and its baseline (records there) as one ensemble from one copy of the data, one
-    shape group (the baseline's tokens zero-padded, :meth:`~algo_emu.runner.Runner.train_group`; ``steps_per_call``
+    shape group (the baseline's tokens zero-padded, :meth:`~algo_emu.train.Runner.train_group`; ``steps_per_call``
     and ``tf32`` as there); returns the model's records."""
     run = Runner(device_spec, threads, tf32)
     task = Theorem31Task(seeds, params, run.device)
