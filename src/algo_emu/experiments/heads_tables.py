@@ -252,8 +252,7 @@ def report_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
             r.verdict, r.reason = "not run at this scale", f"no published-protocol row for this H (heads.protocols); {cite('not-run')}"
             rows.append(r)
             continue
-        r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
-        r.comparable_ci_low, r.comparable_ci_high, r.comparable_n = comp["mse_ci_low"], comp["mse_ci_high"], comp["n_seeds"]
+        r.compare_with(comp)
         r.learned, why = learned_from_row(comp, var_col="target_var_mean")
         g = gate(r.learned, scale)
         if g:

@@ -207,8 +207,7 @@ def report_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
                 r.verdict, r.reason = "not available", f"no reference_code row for {algo}, H={H}; {cite('not-available')}"
                 out.append(r)
                 continue
-            r.comparable_mean, r.comparable_std = comp["mse_mean"], comp["mse_std"]
-            r.comparable_ci_low, r.comparable_ci_high, r.comparable_n = comp["mse_ci_low"], comp["mse_ci_high"], comp["n_seeds"]
+            r.compare_with(comp)
             r.learned, why = learned_from_row(comp)
             g = gate(r.learned, scale)
             note = "the paper's value is one trained model's (its std: five test sets of it); ours: independent models"

@@ -251,6 +251,11 @@ class Row:
     scale: str = ""
     notes: list[str] = field(default_factory=list, repr=False)
 
+    def compare_with(self, rec: Mapping[str, Any]) -> None:
+        """Ours in the comparable mode from a table row summarised over seeds (mse_mean, mse_std, CI, n_seeds)."""
+        self.comparable_mean, self.comparable_std, self.comparable_n = rec["mse_mean"], rec["mse_std"], rec["n_seeds"]
+        self.comparable_ci_low, self.comparable_ci_high = rec["mse_ci_low"], rec["mse_ci_high"]
+
 
 # ------------------------------------------------------------------------------------------- rules
 def to_float(x: Any) -> float:
