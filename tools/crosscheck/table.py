@@ -17,12 +17,15 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+if str(ROOT) not in sys.path:  # run as a script (as documented) or from published.py: tools/ importable
+    sys.path.insert(0, str(ROOT))
 
 
 def _load(pattern: str, records: Path) -> list[dict]:
@@ -59,7 +62,7 @@ def e1_rows(records: Path, set_dir: Path) -> list[dict]:
                if theirs and all(r.get("test_kqv") for r in theirs) else None,
                "kqv_ours": [round(float(ours[f"mse_{m}"].mean()), 4) for m in "KQV"] if on else None,
                "minutes_per_seed_published_code": statistics.fmean(r["seconds"] for r in theirs) / 60 if theirs else None}
-        row["verdict"] = (agreement(om, osd, on, tm, ts, tn) if tn > 1 and on > 1
+        row["verdict"] = (agreement(tm, ts, tn, om, osd, on) if tn > 1 and on > 1  # "ours": this pipeline
                           else f"too few runs (published code n = {tn}; the rule needs at least 2 on each side)")
         row["rule"] = "[paper-number]: both are means over independently trained models"
         out.append(row)

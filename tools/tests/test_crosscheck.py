@@ -63,3 +63,24 @@ def test_readout_moving_away_from_the_paper_is_not_an_explanation(tmp_path):
 def test_no_readout_record_no_section(tmp_path):
     (tmp_path / "records").mkdir()
     assert table.e3_readout(tmp_path / "records", _set(tmp_path, 0.5)) == ([], [])
+
+
+@pytest.mark.parametrize("ours_scale, verdict", [
+    (2.0, "inconsistent (ours higher)"),  # this pipeline's runs at twice the published code's
+    (0.5, "inconsistent (ours lower)"),
+    (1.0, "consistent"),  # negative control: the same numbers
+])
+def test_e1_names_the_direction_from_this_pipeline_side(tmp_path, ours_scale, verdict):
+    """E1's [paper-number] reading compares this pipeline's mean against the published code's: "ours higher" means
+    this pipeline's MSE is above the published code's."""
+    published = [5.2, 5.9, 5.6]
+    (tmp_path / "records").mkdir()
+    for s, v in zip((1234, 1235, 1236), published):
+        (tmp_path / "records" / f"e1_H4_seed{s}.json").write_text(json.dumps(
+            {"heads": 4, "epochs": 50, "seed": s, "test_mse": v, "seconds": 60.0}))
+    runs = [{"protocol": "published", "target": "reference_code", "p": 60, "heads": 4, "seed": s,
+             "mse_batchmean": ours_scale * published[s % 3] * (1 + 0.01 * s)} for s in range(10)]
+    (tmp_path / "set" / "tables").mkdir(parents=True)
+    pd.DataFrame(runs).assign(mse_K=0.1, mse_Q=0.1, mse_V=0.1).to_csv(tmp_path / "set/tables/heads_runs.csv", index=False)
+    (row,) = table.e1_rows(tmp_path / "records", tmp_path / "set")
+    assert row["verdict"] == verdict and row["published_code_n"] == 3 and row["ours_n"] == 10
