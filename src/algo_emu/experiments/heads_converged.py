@@ -33,8 +33,8 @@ from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, 
 from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.fit import fit_rates
 from algo_emu.io import read_json, write_csv, write_json, write_text
-from algo_emu.report.replication import (FALLS_LEVEL, FALLS_N_BOOT, FALLS_P, MIN_FIT_POINTS, NAN, RATE_READINGS, Row, cite,
-                                         fit_entry, fit_points, learned_from_ratio, rate_verdict, to_float)
+from algo_emu.report.replication import (FALLS_LEVEL, FALLS_N_BOOT, FALLS_P, MIN_FIT_POINTS, NAN, RATE_READINGS, RULE, Row,
+                                         cite, fit_entry, fit_points, learned_from_ratio, rate_verdict, to_float)
 from algo_emu.tables import summarise, to_markdown
 
 CONVERGENCE_COLUMNS = ["candidate", "epochs", "lr", "lr_schedule", "heads", "p", "n_seeds", "mse_mean_E",
@@ -224,8 +224,6 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
     ``heads_converged.{csv,md}``, ``heads_converged_runs.csv`` and ``heads_converged_fit.json`` (per protocol: the
     rate fits of :func:`algo_emu.fit.fit_rates` and the verdicts of rules [falls-with-H] and [converged-rate]).
     ``gate``: :func:`require_converged`'s output."""
-    from algo_emu.report import replication as rp
-
     check = read_json(gate)
     name = params["converged"]["protocol"]
     if check.get("protocol") != name:
@@ -254,7 +252,7 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
                f" Per protocol and H: mean, std and 95 % bootstrap CI of the composed head's test MSE over the seeds "
                f"{list(seeds)} (published: reference_code target, mean of per-batch means; independent: "
                f"heads.target, exact mean). The paper's column is not beside it: its numbers were made with 50 epochs.")
-    rules = "\n".join(f"- [{k}] **{rp.RULE[k].verdicts}** -- {rp.RULE[k].statement}" for k in ("falls-with-H",
+    rules = "\n".join(f"- [{k}] **{RULE[k].verdicts}** -- {RULE[k].statement}" for k in ("falls-with-H",
                                                                                                 "converged-rate"))
     # the criterion (in the caption) and the rules before any number, then the table, then the verdicts
     page = (caption + "\n\nVerdict rules (stated before any number):\n\n" + rules + "\n\n" + to_markdown(frame)
