@@ -102,6 +102,8 @@ def test_contract_the_toy_runs_through_the_workflow_from_outside_the_package(tmp
     assert "## E7 -- a toy: the sum of the weights in the prompt" in report and "## E1" not in report
     verdicts = pd.read_csv(results / "tables/replication.csv")
     assert verdicts.experiment.tolist() == ["E7"] and verdicts.verdict.tolist() == ["supported"]
+    # Its own verdict rule, declared in its module alone, is printed with the others and cited by its row.
+    assert "[toy] **supported | partly supported | not supported**" in report and "rule [toy]" in verdicts.reason[0]
     manifest = json.loads((results / "manifest.json").read_text())
     assert {f"results/toy/{k}/seed{s}/metrics.json" for k in ("runs", "blind") for s in (0, 1)} <= set(manifest["records"])
     # A section the toy's schema does not know is refused by name, before any job.
@@ -120,13 +122,23 @@ def test_contract_a_spec_module_that_is_not_one_is_refused_by_name():
     assert proc.returncode != 0 and "ALGO_EMU_SPECS: 'no_such_experiment' is not a module defining SPEC" in proc.stderr
 
 
-def test_contract_the_toy_report_rows_say_no_for_a_model_that_ignores_its_prompt(tmp_path):
+def test_contract_the_toy_report_rows_say_no_for_a_model_that_ignores_its_prompt(tmp_path, monkeypatch):
     """The toy's report rows, from a table whose model scores what its weight-blind baseline scores."""
+    monkeypatch.setattr(rep, "SPECS", rep.SPECS + (toy.SPEC,))  # its rule [toy] is the report's once it is run
     pd.DataFrame([{"member": "sum", "mse_mean": 0.9, "mse_over_blind": 1.0}]).to_csv(tmp_path / "toy.csv", index=False)
     (row,) = toy.report_rows(tmp_path, {}, "toy.yaml")
     assert row.learned == "no" and row.verdict == "did not learn" and "rule [learned]" in row.reason
     pd.DataFrame([{"member": "sum", "mse_mean": 0.3, "mse_over_blind": 0.3}]).to_csv(tmp_path / "toy.csv", index=False)
     assert toy.report_rows(tmp_path, {}, "toy.yaml")[0].verdict == "not supported"  # learned (< 0.5), but above 0.2
+
+
+def test_contract_a_verdict_rule_declared_twice_is_refused_by_name(monkeypatch):
+    twin = type("Twin", (), {"RULES": (rep.Rule("E2", "x", "a second rule [E2]"),)})
+    monkeypatch.setattr(rep.importlib, "import_module", lambda name, _real=rep.importlib.import_module:
+                        twin if name == toy.__name__ else _real(name))
+    monkeypatch.setattr(rep, "SPECS", rep.SPECS + (toy.SPEC,))
+    with pytest.raises(ValueError, match=r"verdict rule\(s\) E2 declared more than once"):
+        rep.rules_markdown()
 
 
 def test_contract_experiment_and_data_modules_stay_within_400_lines():

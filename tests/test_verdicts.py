@@ -286,10 +286,10 @@ def test_rules_are_stated_once_before_the_numbers_and_in_docs(tmp_path):
     d = result_set(tmp_path)
     frame = rep.build(d, PAPER_CFG, "config/config.yaml", essay=d / "essay_claims.csv")
     md = rep.render_markdown(frame, "config/config.yaml")
-    assert md.index(rep.RULES) < md.index("| claim |")
+    assert md.index(rep.rules_markdown()) < md.index("| claim |")
     cited = set(frame.reason.str.findall(r"rule \[([\w-]+)\]").sum())
-    assert cited <= set(rep.RULE) and {"paper-number", "E2", "E5-exact", "rate-exact", "rate-bound", "set-up", "essay"} <= cited
-    assert rep.RULES in (REPO_ROOT / "docs" / "verdicts.md").read_text(), \
+    assert cited <= set(rep.rules()) and {"paper-number", "E2", "E5-exact", "rate-exact", "rate-bound", "set-up", "essay"} <= cited
+    assert rep.rules_markdown() in (REPO_ROOT / "docs" / "verdicts.md").read_text(), \
         "docs/verdicts.md is stale: python -m algo_emu.report.replication > docs/verdicts.md regenerates it"
     assert rep.ESSAY_FULL_SCALE == {"train.steps": 6000, "model.d_model": 64, "model.layers": 4, "seeds": 3}
     full = load_config(REPO_ROOT / "config" / "config.yaml", gpu_check=False)

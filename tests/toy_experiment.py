@@ -19,7 +19,7 @@ from algo_emu import records
 from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
-from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, Reads, Report, Rule, Spec, Target
 from algo_emu.tables import summarise_by, write_table
 from algo_emu.train import Member, Runner, train_config
 
@@ -32,6 +32,8 @@ SPEC = Spec(section="toy", label="E7", reads=(Reads("toy", "train", KEYS),),
             rule_files=(str(HERE / "toy.smk"),), module=__name__, schema=str(HERE / "toy.schema.yaml"),
             report=Report("E7 -- a toy: the sum of the weights in the prompt", __name__, ("toy.csv",)))
 PARAMS_OF = {"train": "train"}  # the steps whose `params` the command line checks against SPEC.reads
+RULES = (Rule("toy", "supported | partly supported | not supported", "the toy's claim: MSE / the weight-blind "
+              "model's MSE <= 0.05: supported; <= 0.2: partly supported; above: not supported."),)  # its own rule
 
 
 def layout(section: dict) -> ab.PromptLayout:
@@ -134,15 +136,15 @@ STEPS = {"train": train, "aggregate": aggregate, "figure": figure}
 
 
 def report_rows(tables: Path, config: dict, config_name: str) -> list:
-    """Rule [learned] (it must beat its weight-blind baseline), then the claim graded like E2's."""
+    """Rule [learned] (it must beat its weight-blind baseline), then its own rule [toy]."""
     from algo_emu.report import replication as rep
 
     scale = rep.Scale(f"{config_name}: toy", True)
     out = []
     for r in pd.read_csv(tables / "toy.csv").to_dict("records"):
         learned, why = rep.learned_from_row(r)
-        verdict = rep.gate(learned, scale) or rep.graded(r["mse_over_blind"], rep.SUPPORT_REL, rep.PARTLY_REL, scale)
+        verdict = rep.gate(learned, scale) or rep.graded(r["mse_over_blind"], 0.05, 0.2, scale)
         out.append(rep.Row("E7", "the model reads w from its prompt", f"member {r['member']}", comparable_mode="toy",
                            comparable_mean=r["mse_mean"], learned=learned, scale=scale.text, verdict=verdict,
-                           reason=f"{why}; {rep.cite('learned' if verdict == 'did not learn' else 'E2')}"))
+                           reason=f"{why}; {rep.cite('learned' if verdict == 'did not learn' else 'toy')}"))
     return out

@@ -420,7 +420,7 @@ def e1_page(ref_dir: str | Path, config_path: str | Path, title: str, metrics: l
     lines += ["", "## Table", "", table_md, "", "## Figures", "", "![heads vs MSE](figures/heads_vs_mse.png)", ""]
     if (figures / "prompt_length_vs_mse.png").exists():
         lines += ["![prompt length vs MSE](figures/prompt_length_vs_mse.png)", ""]
-    lines += ["## Verdict rules", "", rep.RULES]
+    lines += ["## Verdict rules", "", rep.rules_markdown()]
     write_text(ref / "README.md", "\n".join(lines) + "\n")
     return {"missing": missing, "present": settings_done, "rows": rows}
 

@@ -19,7 +19,27 @@ from algo_emu.io import read_json, write_csv
 from algo_emu.records import KEY, Get, RunSpec
 from algo_emu.tables import summarise_by, write_table
 import math
-from algo_emu.report.replication import (NAN, READS_W_RATIO, Row, Scale, Z_AGREE, cite, finite, first_row, gate_cite, learned_from_ratio, scale_of, to_float)
+from algo_emu.report.replication import (NAN, Row, Rule, Scale, Z_AGREE, cite, finite, first_row, gate_cite, learned_from_ratio, scale_of, to_float)
+
+#: E4 corrected "reads w": scrambling the prompt's weights (a per-prompt permutation of their coordinates, norm
+#: kept) raises the emulator's MSE at least this many times over the unablated prompt's.
+READS_W_RATIO = 10.0
+RULES = (  # this experiment's verdict rules (algo_emu.report.replication.rule_list)
+    Rule("E4", "does not beat the weight-blind baseline | beats the weight-blind baseline, does not emulate | "
+         "emulates",
+         "E4's corrected mode (ours: each prompt's own fit, its encoded prediction as the target), three outcomes, "
+         "in this order. (1) *does not beat the weight-blind baseline*: the emulator's mean emulation MSE is not "
+         f"below the weight-blind model's (same budget, the prompt's weights blanked) by more than {Z_AGREE:g} "
+         "combined standard errors (std / sqrt(n) of each, over seeds), or not below the target's variance (the "
+         "MSE of predicting its mean). (2) *beats the weight-blind baseline, does not emulate*: it beats it, but "
+         f"does not read the weights in its prompt (permuting their coordinates raises its MSE less than "
+         f"{READS_W_RATIO:g}x over the unablated prompt; a model that ignores w scores the same under both) or "
+         "cannot tell the three algorithms apart (its emulation MSE is not below `spread_mse`, the mean MSE "
+         "between this algorithm's test predictions and the other two's). (3) *emulates*: it beats the baseline, "
+         "reads w and tells the algorithms apart. This rule replaces the [learned] gate for these rows: beating the "
+         "baseline by less than half is still beating it, and is said so."),
+)
+
 
 AMES_COLUMNS = [
     "mode", "algorithm", "emulation_mse_mean", "emulation_mse_std", "emulation_mse_ci_low", "emulation_mse_ci_high",

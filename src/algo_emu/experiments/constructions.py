@@ -32,7 +32,28 @@ from algo_emu.tables import write_table
 from pathlib import Path
 import numpy as np
 from typing import Mapping
-from algo_emu.report.replication import (APPROX_REL, EXACT_REL, FLOAT64_FLOOR, NAN, Row, Scale, cite, claim_verdict, finite, graded, scale_of, setup_check, to_float)
+from algo_emu.report.replication import (NAN, Row, Rule, Scale, cite, claim_verdict, finite, graded, scale_of, setup_check, to_float)
+
+#: the hand-built constructions (E5) are exact float64 arithmetic: supported when MSE / mean square of the target <= this.
+EXACT_REL = 1e-8
+#: ... and "partly supported" (approximate at this prompt length; the theorem's eps shrinks as P grows) up to this.
+APPROX_REL = 1e-3
+#: E5 MSEs below this are float64 rounding of the scores, not the mechanism (algo_emu.constructions.studies.FLOOR).
+FLOAT64_FLOOR = 1e-26
+RULES = (  # this experiment's verdict rules (algo_emu.report.replication.rule_list)
+    Rule("E5-exact", "supported | partly supported | not supported",
+         f"a hand-built module (no training): MSE / target mean square <= {EXACT_REL:g} (float64 level): "
+         f"supported; <= {APPROX_REL:g} (approximate at this prompt length): partly supported; above: not supported."),
+    Rule("E5-beta", "supported | partly supported | not supported",
+         f"the read-out MSE (floored at float64 rounding, {FLOAT64_FLOOR:g}) falls over the whole beta range: "
+         "supported; falls then rises by more than 10x: partly supported; does not fall: not supported."),
+    Rule("E5-P", "supported | not supported",
+         "the log-log slope of the read-out MSE on the prompt length P is negative: supported; otherwise not supported."),
+    Rule("E5-multistep", "supported | partly supported | not supported",
+         "after t >= 2 stacked steps the l2 error is within the accumulated one-step errors (<= t eps) in every "
+         "instance: supported; in some: partly supported; in none: not supported (t = 1 is rule [set-up])."),
+)
+
 
 log = logging.getLogger(__name__)
 

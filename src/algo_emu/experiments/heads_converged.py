@@ -33,9 +33,31 @@ from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, 
 from algo_emu.experiments.step_keys import OMITTED_AT
 from algo_emu.fit import fit_rates
 from algo_emu.io import read_json, write_csv, write_json, write_text
-from algo_emu.report.replication import (FALLS_LEVEL, FALLS_N_BOOT, FALLS_P, MIN_FIT_POINTS, NAN, RATE_READINGS, RULE, Row,
-                                         cite, fit_entry, fit_points, learned_from_ratio, rate_verdict, to_float)
+from algo_emu.report.replication import (FLOOR_FIT_R2, MIN_FIT_POINTS, NAN, RATE_READINGS, Row, Rule, cite, fit_entry,
+                                         fit_points, learned_from_ratio, rate_verdict, to_float)
 from algo_emu.tables import summarise, to_markdown
+
+#: [falls-with-H]: the level of the interval of MSE(largest H) - MSE(smallest H), and the significance level of the
+#: rank trend of the per-seed MSEs on H (Spearman, two-sided).
+FALLS_LEVEL = 0.95
+FALLS_P = 0.05
+#: bootstrap resamples (fixed generator seed 0) of the [falls-with-H] difference's interval
+FALLS_N_BOOT = 10_000
+RULES = (  # E1's verdict rules at convergence (algo_emu.report.replication.rule_list)
+    Rule("falls-with-H", "falls with H | does not fall with H",
+         "ours, on the heads table at convergence (heads.converged; never beside the paper's numbers), per data "
+         "protocol: *falls with H* when both hold: (1) the mean test MSE at the largest H of the sweep is below the "
+         f"one at the smallest H, the {FALLS_LEVEL * 100:g} % bootstrap interval of their difference (seeds resampled, "
+         f"jointly where both H have the same seeds; {FALLS_N_BOOT} resamples, generator seed 0) excluding 0; "
+         "(2) a rank trend: Spearman's rho between H and the per-seed MSEs (every H, every seed) is negative with "
+         f"two-sided p < {FALLS_P:g}. Otherwise *does not fall with H* (flat or rising error, or too noisy to "
+         "tell). Fewer than two H values: rule [too-few]."),
+    Rule("converged-rate", "as [rate-exact] and [rate-bound]",
+         "O(1/H) at convergence (ours, not paper-comparable): rules [rate-exact] and [rate-bound], unchanged, "
+         "applied to the fits of the heads table at convergence (heads_converged_fit.json, per data protocol), "
+         "with the same intervals, leave-one-H-out fits and floor threshold (R^2 >= "
+         f"{FLOOR_FIT_R2:g}); fewer than {MIN_FIT_POINTS} H values: rule [too-few]."),
+)
 
 CONVERGENCE_COLUMNS = ["candidate", "epochs", "lr", "lr_schedule", "heads", "p", "n_seeds", "mse_mean_E",
                        "mse_mean_2E", "rel_change", "converges", "converges_everywhere", "selected"]
@@ -252,8 +274,7 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
                f" Per protocol and H: mean, std and 95 % bootstrap CI of the composed head's test MSE over the seeds "
                f"{list(seeds)} (published: reference_code target, mean of per-batch means; independent: "
                f"heads.target, exact mean). The paper's column is not beside it: its numbers were made with 50 epochs.")
-    rules = "\n".join(f"- [{k}] **{RULE[k].verdicts}** -- {RULE[k].statement}" for k in ("falls-with-H",
-                                                                                                "converged-rate"))
+    rules = "\n".join(f"- [{r.key}] **{r.verdicts}** -- {r.statement}" for r in RULES)
     # the criterion (in the caption) and the rules before any number, then the table, then the verdicts
     page = (caption + "\n\nVerdict rules (stated before any number):\n\n" + rules + "\n\n" + to_markdown(frame)
             + "\nVerdicts:\n\n" + "\n".join(verdict_lines) + "\n")

@@ -12,6 +12,7 @@ from algo_emu import paper_values
 from algo_emu import records
 from algo_emu.data import heads as hd
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, settings
+from algo_emu.experiments.heads_converged import RULES  # noqa: F401  (E1's own rules: those at convergence)
 from algo_emu.fit import fit_rates, fit_rates_summary
 from algo_emu.io import write_json
 from algo_emu.records import KEY, Get, RunSpec

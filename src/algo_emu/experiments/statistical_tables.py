@@ -14,7 +14,20 @@ from algo_emu.records import KEY, Get, RunSpec
 from algo_emu.tables import summarise_by, write_table
 from pathlib import Path
 from typing import Mapping
-from algo_emu.report.replication import (Row, agreement_one_model, cite, first_row, gate, gate_cite, learned_from_row, scale_of)
+from algo_emu.report.replication import (Z_AGREE, Row, Rule, agreement_one_model, cite, first_row, gate, gate_cite, learned_from_row, scale_of)
+
+
+RULES = (  # this experiment's verdict rules (algo_emu.report.replication.rule_list)
+    Rule("one-model", "consistent | inconsistent (ours lower|higher)",
+         "a paper number made by ONE trained model (E3: the published script trains one unseeded model and "
+         "evaluates it on five test sets; its ± is numpy's std over them, ddof = 0) is one draw from the "
+         "distribution of trained models, not a mean over models: consistent when |ours - paper| <= "
+         f"{Z_AGREE:g} x sqrt(sd_ours^2 (1 + 1/n_ours) + SE_test^2), where sd_ours is our between-model standard "
+         "deviation over seeds (how far one model falls from the mean of models), sd_ours^2 / n_ours the "
+         "uncertainty of our mean, and SE_test = std_paper x sqrt(k / (k - 1)) / sqrt(k) the test-set noise of the "
+         "paper's mean over its k = 5 test sets (ddof = 0 converted to ddof = 1); otherwise inconsistent."),
+)
+
 
 EXPERIMENT = "statistical"
 COLUMNS = ["mode", "algorithm", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "n_seeds",

@@ -14,7 +14,21 @@ from algo_emu.records import KEY, RunSpec
 from algo_emu.tables import summarise_by, write_table
 from pathlib import Path
 from typing import Mapping
-from algo_emu.report.replication import (PARTLY_REL, Row, SUPPORT_REL, all_of, cite, finite, graded, learned_from_ratio, learned_from_row, scale_of, to_float)
+from algo_emu.report.replication import (Row, Rule, all_of, cite, finite, graded, learned_from_ratio, learned_from_row, scale_of, to_float)
+
+#: a qualitative claim ("approximates f to small error") counts as supported when the error is at most
+#: this fraction of the target's variance (the model explains >= 95 % of it) ...
+SUPPORT_REL = 0.05
+#: ... partly supported up to this fraction (it explains >= 80 %); above it, not supported.
+PARTLY_REL = 0.20
+RULES = (  # this experiment's verdict rules (algo_emu.report.replication.rule_list)
+    Rule("E2", "supported | partly supported | not supported",
+         f"trained emulation of f (Theorem 3.1): MSE / Var(target) <= {SUPPORT_REL:g} (>= {1 - SUPPORT_REL:.0%} of "
+         f"the target's variance explained): supported; <= {PARTLY_REL:g} (>= {1 - PARTLY_REL:.0%}): partly "
+         f"supported; above {PARTLY_REL:g}: not supported. The GD-step rows (Corollary 3.1.2): the same thresholds "
+         "on ||step error||^2 / ||exact step||^2."),
+)
+
 
 EXPERIMENT = "theorem31"
 F_COLUMNS = ["f", "p", "heads", "mse_mean", "mse_std", "mse_ci_low", "mse_ci_high", "rel_mse_mean", "rel_mse_std",

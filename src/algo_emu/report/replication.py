@@ -8,8 +8,9 @@ with the reason, never a crash; a missing table is an error that names it.
 Each experiment builds its own rows (``report_rows`` in the module its spec's :class:`~algo_emu.specs.Report`
 names) from the helpers here; this module keeps the rules, the row format, the essay's rows and the page.
 
-Every rule is stated once, as data (:data:`RULE_LIST`: key, verdicts, statement), printed at the top of
-``replication.md`` before any number (:data:`RULES`) and in ``docs/verdicts.md`` (:func:`docs_page`); each
+Every rule is stated once, as data (:class:`Rule`: key, verdicts, statement; the shared ones here, each experiment's
+own as ``RULES`` in the module that builds its rows; :func:`rule_list`), printed at the top of
+``replication.md`` before any number (:func:`rules_markdown`) and in ``docs/verdicts.md`` (:func:`docs_page`); each
 row's reason cites the rule that decided it as ``rule [key]``. ``tests/test_verdicts.py`` feeds the report
 wrong result sets (negative controls) and checks that every verdict the right set earns flips.
 """
@@ -28,37 +29,16 @@ from algo_emu import fit
 from algo_emu.io import write_csv, write_text
 from algo_emu.report import check_present
 from algo_emu.report.smoke import smoke_line
-from algo_emu.specs import SPECS
+from algo_emu.specs import SPECS, Rule  # noqa: F401  (Rule: the experiments' rules' type, re-exported)
 
 #: "learned": the test error is below this fraction of what a predictor that ignores the prompt scores.
 LEARNED_RATIO = 0.5
-#: a qualitative claim ("approximates f to small error") counts as supported when the error is at most
-#: this fraction of the target's variance (the model explains >= 95 % of it) ...
-SUPPORT_REL = 0.05
-#: ... partly supported up to this fraction (it explains >= 80 %); above it, not supported.
-PARTLY_REL = 0.20
-#: the hand-built constructions (E5) are exact float64 arithmetic: supported when MSE / mean square of the target <= this.
-EXACT_REL = 1e-8
-#: ... and "partly supported" (approximate at this prompt length; the theorem's eps shrinks as P grows) up to this.
-APPROX_REL = 1e-3
-#: E5 MSEs below this are float64 rounding of the scores, not the mechanism (algo_emu.constructions.studies.FLOOR).
-FLOAT64_FLOOR = 1e-26
 #: two means agree when they differ by at most Z_AGREE combined standard errors.
 Z_AGREE = 2.0
-#: E4 corrected "reads w": scrambling the prompt's weights (a per-prompt permutation of their coordinates, norm
-#: kept) raises the emulator's MSE at least this many times over the unablated prompt's.
-READS_W_RATIO = 10.0
 #: a rate read from a fit needs at least this many settings (through two points a + b/H fits exactly: R^2 = 1).
 MIN_FIT_POINTS = fit.MIN_POINTS
 #: the floor a of MSE = a + b/H is read only where that law describes the per-H means: R^2 at least this.
 FLOOR_FIT_R2 = 0.9
-#: [falls-with-H]: the level of the interval of MSE(largest H) - MSE(smallest H), and the significance level of the
-#: rank trend of the per-seed MSEs on H (Spearman, two-sided).
-FALLS_LEVEL = 0.95
-FALLS_P = 0.05
-#: bootstrap resamples (fixed generator seed 0) of the [falls-with-H] difference's interval
-FALLS_N_BOOT = 10_000
-
 #: The scale at which the paper made its numbers (arXiv 2508.17550v2 and its published code); a trained experiment run at a
 #: smaller N or fewer epochs is "not comparable" with them, whatever its numbers say.
 PAPER_SCALE = {s.section: dict(s.paper_scale) for s in SPECS if s.paper_scale}
@@ -72,16 +52,8 @@ def _paper_scale_text() -> str:
                      for k, v in PAPER_SCALE.items())
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One verdict rule: its key (each row's reason cites it as ``[key]``), the verdicts it gives, and the rule."""
-
-    key: str
-    verdicts: str
-    statement: str
-
-
-def _rules() -> list[Rule]:
+def _shared_rules() -> tuple[list[Rule], list[Rule]]:
+    """The rules any experiment's rows may cite: (those that apply before the experiments' own, those after)."""
     from algo_emu.essay import claims as essay
 
     return [
@@ -120,43 +92,6 @@ def _rules() -> list[Rule]:
         Rule("paper-number", "consistent | inconsistent (ours lower|higher)",
              f"|ours - paper| <= {Z_AGREE:g} x sqrt(SE_ours^2 + SE_paper^2), SE = std / sqrt(n) (a two-sided test of "
              "equal means at about 5 %): consistent; otherwise inconsistent. Our 95 % bootstrap CI is shown beside it."),
-        Rule("one-model", "consistent | inconsistent (ours lower|higher)",
-             "a paper number made by ONE trained model (E3: the published script trains one unseeded model and "
-             "evaluates it on five test sets; its ± is numpy's std over them, ddof = 0) is one draw from the "
-             "distribution of trained models, not a mean over models: consistent when |ours - paper| <= "
-             f"{Z_AGREE:g} x sqrt(sd_ours^2 (1 + 1/n_ours) + SE_test^2), where sd_ours is our between-model standard "
-             "deviation over seeds (how far one model falls from the mean of models), sd_ours^2 / n_ours the "
-             "uncertainty of our mean, and SE_test = std_paper x sqrt(k / (k - 1)) / sqrt(k) the test-set noise of the "
-             "paper's mean over its k = 5 test sets (ddof = 0 converted to ddof = 1); otherwise inconsistent."),
-        Rule("E2", "supported | partly supported | not supported",
-             f"trained emulation of f (Theorem 3.1): MSE / Var(target) <= {SUPPORT_REL:g} (>= {1 - SUPPORT_REL:.0%} of "
-             f"the target's variance explained): supported; <= {PARTLY_REL:g} (>= {1 - PARTLY_REL:.0%}): partly "
-             f"supported; above {PARTLY_REL:g}: not supported. The GD-step rows (Corollary 3.1.2): the same thresholds "
-             "on ||step error||^2 / ||exact step||^2."),
-        Rule("E4", "does not beat the weight-blind baseline | beats the weight-blind baseline, does not emulate | "
-             "emulates",
-             "E4's corrected mode (ours: each prompt's own fit, its encoded prediction as the target), three outcomes, "
-             "in this order. (1) *does not beat the weight-blind baseline*: the emulator's mean emulation MSE is not "
-             f"below the weight-blind model's (same budget, the prompt's weights blanked) by more than {Z_AGREE:g} "
-             "combined standard errors (std / sqrt(n) of each, over seeds), or not below the target's variance (the "
-             "MSE of predicting its mean). (2) *beats the weight-blind baseline, does not emulate*: it beats it, but "
-             f"does not read the weights in its prompt (permuting their coordinates raises its MSE less than "
-             f"{READS_W_RATIO:g}x over the unablated prompt; a model that ignores w scores the same under both) or "
-             "cannot tell the three algorithms apart (its emulation MSE is not below `spread_mse`, the mean MSE "
-             "between this algorithm's test predictions and the other two's). (3) *emulates*: it beats the baseline, "
-             "reads w and tells the algorithms apart. This rule replaces the [learned] gate for these rows: beating the "
-             "baseline by less than half is still beating it, and is said so."),
-        Rule("E5-exact", "supported | partly supported | not supported",
-             f"a hand-built module (no training): MSE / target mean square <= {EXACT_REL:g} (float64 level): "
-             f"supported; <= {APPROX_REL:g} (approximate at this prompt length): partly supported; above: not supported."),
-        Rule("E5-beta", "supported | partly supported | not supported",
-             f"the read-out MSE (floored at float64 rounding, {FLOAT64_FLOOR:g}) falls over the whole beta range: "
-             "supported; falls then rises by more than 10x: partly supported; does not fall: not supported."),
-        Rule("E5-P", "supported | not supported",
-             "the log-log slope of the read-out MSE on the prompt length P is negative: supported; otherwise not supported."),
-        Rule("E5-multistep", "supported | partly supported | not supported",
-             "after t >= 2 stacked steps the l2 error is within the accumulated one-step errors (<= t eps) in every "
-             "instance: supported; in some: partly supported; in none: not supported (t = 1 is rule [set-up])."),
         Rule("rate-exact", "supported | not supported",
              "O(1/H) read as an exact rate, MSE = b/H: supported when the 95 % interval of alpha (MSE ~ H^-alpha, "
              "log-log least squares; the union of the seed bootstrap's interval and the fit's own residual interval, "
@@ -170,19 +105,7 @@ def _rules() -> list[Rule]:
              "inconclusive when alpha's interval reaches 0 (the data do not show the error falling with H at all); "
              "supported otherwise. Over a finite range of H any MSE is below C/H for a large enough C, so only the "
              "decay can refute the bound."),
-        Rule("falls-with-H", "falls with H | does not fall with H",
-             "ours, on the heads table at convergence (heads.converged; never beside the paper's numbers), per data "
-             "protocol: *falls with H* when both hold: (1) the mean test MSE at the largest H of the sweep is below the "
-             f"one at the smallest H, the {FALLS_LEVEL * 100:g} % bootstrap interval of their difference (seeds resampled, "
-             f"jointly where both H have the same seeds; {FALLS_N_BOOT} resamples, generator seed 0) excluding 0; "
-             "(2) a rank trend: Spearman's rho between H and the per-seed MSEs (every H, every seed) is negative with "
-             f"two-sided p < {FALLS_P:g}. Otherwise *does not fall with H* (flat or rising error, or too noisy to "
-             "tell). Fewer than two H values: rule [too-few]."),
-        Rule("converged-rate", "as [rate-exact] and [rate-bound]",
-             "O(1/H) at convergence (ours, not paper-comparable): rules [rate-exact] and [rate-bound], unchanged, "
-             "applied to the fits of the heads table at convergence (heads_converged_fit.json, per data protocol), "
-             "with the same intervals, leave-one-H-out fits and floor threshold (R^2 >= "
-             f"{FLOOR_FIT_R2:g}); fewer than {MIN_FIT_POINTS} H values: rule [too-few]."),
+    ], [
         Rule("essay", "supported | inconclusive | not supported",
              f"the essay's claims. {essay.BAND_RULE} {essay.SIGN_RULE} A float64 construction: an equality is "
              f"supported when its largest error is below {essay.EXACT_TOL:g}, a comparison when the threshold its row "
@@ -193,25 +116,38 @@ def _rules() -> list[Rule]:
     ]
 
 
-RULE_LIST = _rules()
-RULE = {r.key: r for r in RULE_LIST}
+def rule_list() -> list[Rule]:
+    """Every verdict rule, in the order they apply: the shared ones, then each experiment's own (``RULES`` of the
+    module its spec's :class:`~algo_emu.specs.Report` names, in label order), then the essay's and [reduced]. A key
+    declared twice is an error naming it."""
+    head, tail = _shared_rules()
+    own = [r for s in SPECS if s.report for r in getattr(importlib.import_module(s.report.module), "RULES", ())]
+    out = head + own + tail
+    keys = [r.key for r in out]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"verdict rule(s) {', '.join(twice)} declared more than once (experiments' RULES and "
+                         "algo_emu.report.replication)")
+    return out
+
+
+def rules() -> dict[str, Rule]:
+    """The rules by key."""
+    return {r.key: r for r in rule_list()}
 
 
 def rules_markdown() -> str:
     """The rules as they print at the top of replication.md (and in docs/verdicts.md)."""
     lines = ["**Verdict rules** (stated before any number; applied in this order, the first that applies decides; "
              "each row's reason cites its rule as [key]):", ""]
-    for i, r in enumerate(RULE_LIST, 1):
+    for i, r in enumerate(rule_list(), 1):
         lines.append(f"{i}. [{r.key}] **{r.verdicts}** -- {r.statement}")
     return "\n".join(lines) + "\n"
 
 
-RULES = rules_markdown()
-
-
 def cite(key: str) -> str:
     """The citation a row's reason carries for the rule that decided it."""
-    if key not in RULE:
+    if key not in rules():
         raise KeyError(f"no verdict rule {key!r}")
     return f"rule [{key}]"
 
@@ -551,7 +487,7 @@ def _cell(text: str) -> str:
 
 def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[str, Any] | None = None,
                     rows_csv: str = "results/tables/replication.csv", intro: Sequence[str] = (),
-                    rules: str = RULES, note: str | None = None) -> str:
+                    rules: str | None = None, note: str | None = None) -> str:
     """The report: ``note`` (one line, first: :func:`algo_emu.report.smoke.smoke_line`), the paper, the config,
     ``provenance`` (key: value lines), ``intro`` (Markdown lines), the rules (``rules``: where a page links to them
     instead), the verdict counts, one section per experiment. ``rows_csv``: where the same rows are, as the report
@@ -565,7 +501,8 @@ def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[s
     lines += ["", *intro] if intro else []
     lines += ["", "Each row: the paper's value; ours in the mode made the way the paper made it (**comparable**); "
               "ours in our corrected mode (**corrected**); a verdict. Numbers are means with 95 % bootstrap "
-              f"intervals over seeds in brackets. `{rows_csv}` holds the same rows.", "", rules]
+              f"intervals over seeds in brackets. `{rows_csv}` holds the same rows.", "",
+              rules_markdown() if rules is None else rules]
     counts = frame.verdict.str.replace(r" \(.*\)$|:.*$", "", regex=True).value_counts()
     lines += ["**Verdicts in this report:** " + ", ".join(f"{k}: {v}" for k, v in counts.items()), ""]
     experiments = [(s.label, s.report.title) for s in SPECS if s.report]
@@ -623,12 +560,13 @@ def docs_page() -> str:
     """docs/verdicts.md: the rules, exactly as replication.md prints them."""
     return ("# Verdict rules\n\n"
             "Every row of `results/replication.md` and `results/tables/replication.csv` gets its verdict by one of these "
-            "rules, stated once in `algo_emu.report.replication.RULE_LIST` and printed at the top of every report "
-            "before any number. This page is generated from that list (`python -m algo_emu.report.replication > "
+            "rules, stated once (the shared ones in `algo_emu.report.replication`, each experiment's own as `RULES` in the "
+            "module that builds its rows) and printed at the top of every report before any number. This page is "
+            "generated from them (`python -m algo_emu.report.replication > "
             "docs/verdicts.md`; a test checks it is current). `tests/test_verdicts.py` feeds the report wrong result "
             "sets (the weight-blind model's numbers passed off as the model's, the paper's values x3, a model at "
             "Var(target), constructions that do not compute) and checks that every verdict the right set earns flips.\n\n"
-            + RULES)
+            + rules_markdown())
 
 
 if __name__ == "__main__":  # pragma: no cover

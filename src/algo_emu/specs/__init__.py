@@ -83,6 +83,16 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One verdict rule: its key (each row's reason cites it as ``[key]``), the verdicts it gives, and the rule. An
+    experiment's own are ``RULES`` in the module that builds its rows (:func:`algo_emu.report.replication.rule_list`)."""
+
+    key: str
+    verdicts: str
+    statement: str
+
+
+@dataclass(frozen=True)
 class Spec:
     """One experiment: ``section`` names its config section, its module (``algo_emu.experiments.<section>``
     unless ``module`` names another), its schema (``workflow/schemas/<section>.schema.yaml`` unless ``schema``
