@@ -111,7 +111,7 @@ def test_cuda_without_a_visible_gpu_is_refused_naming_device(tmp_path, monkeypat
 
 
 def test_statistical_checks_without_the_data_layer(tmp_path):
-    from algo_emu.config import STATISTICAL_ALIASES
+    from algo_emu.specs.statistical import ALIASES as STATISTICAL_ALIASES
     from algo_emu.data import statistical as st
     from algo_emu.data import theorem31 as t31
 

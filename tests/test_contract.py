@@ -33,7 +33,7 @@ SECTION = {"epochs": 25, "lr": 0.01, "batch_size": 32}  # what a config file say
 def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
     mp = pytest.MonkeyPatch()
-    mp.setattr(config, "SCHEMA_DIR", HERE)  # toy.schema.yaml (the toy's spec is not among the package's here)
+    mp.setattr(config, "SPECS", config.SPECS + (toy.SPEC,))  # its schema, toy.schema.yaml, named by its spec
     section = config.schema_defaults("toy") | SECTION
     seeds = [0, 1]
     model = toy.train(section, seeds, str(root / "model"), threads=1)
@@ -110,6 +110,10 @@ def test_contract_the_toy_runs_through_the_workflow_from_outside_the_package(tmp
     cfg.write_text(json.dumps({"seeds": [0], "toy": dict(SECTION, epochz=1)}))
     bad = subprocess.run(cmd + ["-n"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "toy.epochz: unknown key" in bad.stdout + bad.stderr
+    # ... and so is a value its own cross-field check refuses (its spec's `check`, run with the other sections').
+    cfg.write_text(json.dumps({"seeds": [0], "toy": dict(SECTION, heads=3)}))
+    bad = subprocess.run(cmd + ["-n"], env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "toy.heads: 3 heads do not divide toy.hidden = 8" in bad.stdout + bad.stderr
     # ... and so is a package experiment's section once the run names only the toy.
     cfg.write_text(json.dumps({"seeds": [0], "toy": SECTION, "heads": {}}))
     bad = subprocess.run(cmd + ["-n"], env=env, capture_output=True, text=True, timeout=300)

@@ -191,12 +191,12 @@ def test_config_check_names_the_key():
     import yaml
 
     from algo_emu.config import SCHEMA_DIR, ConfigError, _validate
-    from algo_emu.experiments.essay import check_section
+    from algo_emu.specs.essay import check
 
     sec = {"k_max": 8, "eval": {"order_ks": [4, 16]}}
     _validate(sec, SCHEMA_DIR / "essay.schema.yaml", "essay")
     with pytest.raises(ConfigError, match=r"essay.eval.order_ks: 16 exceeds the trained context essay.k_max = 8"):
-        check_section(sec, [0])
+        check(sec, {"seeds": [0]})
     with pytest.raises(ConfigError, match=r"essay.k_max"):
         _validate({"k_max": 1}, SCHEMA_DIR / "essay.schema.yaml", "essay")
     assert yaml.safe_load((SCHEMA_DIR / "essay.schema.yaml").read_text())["properties"]["k_max"]["default"] == 32

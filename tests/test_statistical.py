@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from algo_emu import paper_values
-from algo_emu.config import ConfigError, _validate, check_statistical, load_schema
+from algo_emu.config import ConfigError, _validate, load_schema
+from algo_emu.specs.statistical import check as check_statistical
 from algo_emu.data import statistical as st
 from algo_emu.experiments import statistical as e3
 from algo_emu.experiments import statistical_tables
@@ -270,10 +271,10 @@ def test_the_cli_names_a_bad_mode_or_argument(params, tmp_path):
 
 
 def test_config_checks(params):
-    check_statistical(params)
+    check_statistical(params, {})
     for key, value, match in [("heads_sweep", [5], "do not divide"), ("p", 6, "smaller than the 7 tokens")]:
         with pytest.raises(ConfigError, match=match):
-            check_statistical(copy.deepcopy(params) | {key: value})
+            check_statistical(copy.deepcopy(params) | {key: value}, {})
 
 
 def test_schema_defaults_are_the_protocol_and_the_data_layers():

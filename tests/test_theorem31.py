@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from algo_emu.config import ConfigError, _validate, check_theorem31, load_schema
+from algo_emu.config import ConfigError, _validate, load_schema
+from algo_emu.specs.theorem31 import check as check_theorem31
 from algo_emu.data import theorem31 as t31
 from algo_emu.experiments import theorem31 as e2
 from algo_emu.experiments import theorem31_tables
@@ -168,12 +169,12 @@ def test_same_seed_twice_is_identical_and_seeds_differ(params, tmp_path):
 
 
 def test_config_checks(params):
-    check_theorem31(params)
+    check_theorem31(params, {})
     for key, value, match in [("heads", 3, "do not divide"), ("p_sweep", [3], "smaller than"),
                               ("test_fraction", 0.001, "empty train or test")]:
         bad = copy.deepcopy(params) | {key: value}
         with pytest.raises(ConfigError, match=match):
-            check_theorem31(bad)
+            check_theorem31(bad, {})
 
 
 def test_schema_defaults_are_the_published_scale():

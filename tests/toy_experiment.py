@@ -1,10 +1,7 @@
-"""A toy trained experiment, defined outside the package (the contract of a new experiment, docs/architecture.md).
-
-What it owns: this module (its spec, task, steps and report rows), its rules (toy.smk) and its config section's
-schema (toy.schema.yaml). ``ALGO_EMU_SPECS=toy_experiment`` (this folder on the Python path) makes it the
-experiment the workflow runs: ``snakemake all`` trains it and its weight-blind baseline through the engine,
-evaluates them frozen with prompt ablations, writes per-seed records, its table and figure, its section of the
-replication report and the manifest. tests/test_contract.py runs it, in process and through the workflow."""
+"""A toy trained experiment from outside the package (docs/architecture.md: the contract of a new experiment). It
+owns this module (spec, config check, task, steps, verdict rule, report rows), its rules (toy.smk) and its section's
+schema (toy.schema.yaml). ``ALGO_EMU_SPECS=toy_experiment`` makes it what ``snakemake all`` runs: model and weight-blind
+baseline, frozen evaluation with prompt ablations, records, table, figure, report section, manifest (test_contract)."""
 
 from __future__ import annotations
 
@@ -19,26 +16,31 @@ from algo_emu import records
 from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
-from algo_emu.specs import FIGURES, TABLES, Reads, Report, Rule, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Rule, Spec, Target
 from algo_emu.tables import summarise_by, write_table
 from algo_emu.train import Member, Runner, train_config
 
 HERE = Path(__file__).resolve().parent
 KEYS = ("n_prompts", "n_tokens", "d", "hidden", "heads", "epochs", "batch_size", "lr", "checkpoint_every", "compile",
         "lr_schedule", "attention")
+
+
+def check(section: dict, config: dict) -> None:  # cross-field checks, after its schema's (with the other sections')
+    if section["hidden"] % section["heads"]:
+        raise ConfigError(f"toy.heads: {section['heads']} heads do not divide toy.hidden = {section['hidden']}")
+
+
 SPEC = Spec(section="toy", label="E7", reads=(Reads("toy", "train", KEYS),),
             targets=(Target("toy_table", "E7", "the toy's table", (TABLES + "toy.{csv,md,tex}",)),
                      Target("toy_figure", "E7", "the toy's figure", (FIGURES + "toy.{pdf,png}",))),
             rule_files=(str(HERE / "toy.smk"),), module=__name__, schema=str(HERE / "toy.schema.yaml"),
-            report=Report("E7 -- a toy: the sum of the weights in the prompt", __name__, ("toy.csv",)))
+            report=Report("E7 -- a toy: the sum of the weights in the prompt", __name__, ("toy.csv",)), check=check)
 PARAMS_OF = {"train": "train"}  # the steps whose `params` the command line checks against SPEC.reads
-RULES = (Rule("toy", "supported | partly supported | not supported", "the toy's claim: MSE / the weight-blind "
-              "model's MSE <= 0.05: supported; <= 0.2: partly supported; above: not supported."),)  # its own rule
+RULES = (Rule("toy", "supported | partly supported | not supported", "MSE / weight-blind MSE <= 0.05 | <= 0.2 | above"),)
 
 
-def layout(section: dict) -> ab.PromptLayout:
-    d = section["d"]
-    return ab.PromptLayout("toy", d_in=2 * d, weights=((d, 2 * d),))  # token i = [x_i; w]
+def layout(section: dict) -> ab.PromptLayout:  # token i = [x_i; w]
+    return ab.PromptLayout("toy", d_in=2 * section["d"], weights=((section["d"], 2 * section["d"]),))
 
 
 class ToyTask:
@@ -122,8 +124,7 @@ def aggregate(model: list[str], blind: list[str], out_csv: str) -> None:
 
 
 def figure(table: str, out: str) -> None:
-    from algo_emu.plots import OURS_COLOR, save_figure
-    from algo_emu.plots import figure as new_figure
+    from algo_emu.plots import OURS_COLOR, figure as new_figure, save_figure
 
     t = pd.read_csv(table)
     with new_figure() as (fig, ax):
@@ -139,8 +140,7 @@ def report_rows(tables: Path, config: dict, config_name: str) -> list:
     """Rule [learned] (it must beat its weight-blind baseline), then its own rule [toy]."""
     from algo_emu.report import replication as rep
 
-    scale = rep.Scale(f"{config_name}: toy", True)
-    out = []
+    scale, out = rep.Scale(f"{config_name}: toy", True), []
     for r in pd.read_csv(tables / "toy.csv").to_dict("records"):
         learned, why = rep.learned_from_row(r)
         verdict = rep.gate(learned, scale) or rep.graded(r["mse_over_blind"], 0.05, 0.2, scale)

@@ -5,7 +5,8 @@ experiment section); :func:`load_config` validates a YAML file the same way the
 workflow does (``workflow/rules/common.smk`` calls :func:`validate_sections`):
 numbers written as ``1e-3`` (strings to YAML 1.1) become numbers where the schema
 says number, unknown keys are errors, defaults are filled in, every error names
-``section.key``, then :func:`check_config` runs the cross-field checks.
+``section.key``, then :func:`check_config` runs the cross-field checks (each experiment's own, ``check`` of its
+spec in :mod:`algo_emu.specs`).
 
 This module is a leaf: importing it imports neither torch nor any experiment
 module (validating a config, e.g. in every dry run or cluster job, must stay
@@ -25,7 +26,7 @@ from typing import Any
 import yaml
 
 from algo_emu.runtime import REPO_ROOT
-from algo_emu.specs import SPECS
+from algo_emu.specs import SPECS, ConfigError  # noqa: F401  (ConfigError: re-exported)
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 SECTIONS = tuple(s.section for s in SPECS)  # each validated by its schema (schema_file)
@@ -36,12 +37,6 @@ def schema_file(section: str) -> Path:
     spec = next((s for s in SPECS if s.section == section), None)
     return Path(spec.schema) if spec and spec.schema else SCHEMA_DIR / f"{section}.schema.yaml"
 
-#: Fitted-mode alternative algorithm names (algo_emu.data.statistical.ALIASES; a test keeps them equal).
-STATISTICAL_ALIASES: dict[str, dict[str, str]] = {"reference_code": {}, "fitted": {"linear": "ols"}}
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key."""
 
 
 # ----------------------------------------------------------------------------- numbers written 1e-3
@@ -277,113 +272,8 @@ def check_device(device: str) -> None:
 # ----------------------------------------------------------------------------- cross-field checks
 
 
-def _check_split(where: str, n_prompts: int, test_fraction: float) -> None:
-    n_test = round(n_prompts * test_fraction)
-    if n_test < 1 or n_test >= n_prompts:
-        raise ConfigError(f"{where}.test_fraction: {test_fraction} of {where}.n_prompts = {n_prompts} "
-                          "leaves an empty train or test split")
-
-
-def check_heads(heads: dict) -> None:
-    """Cross-field checks of the ``heads`` (E1) section."""
-    if not heads:
-        return
-    hidden = heads["hidden"]
-    for H in list(heads["heads_sweep"]) + [heads["heads_p_sweep"]]:
-        if hidden % H:
-            key = "heads.heads_sweep" if H in heads["heads_sweep"] else "heads.heads_p_sweep"
-            raise ConfigError(f"{key}: {H} heads do not divide heads.hidden = {hidden}")
-    if len(set(heads["heads_sweep"])) < 2:
-        raise ConfigError(
-            f"heads.heads_sweep: {list(heads['heads_sweep'])} has one H value; the O(1/H) fit "
-            "(heads_fit: MSE = a + b/H and MSE ~ H^-alpha) needs at least two H values"
-        )
-    n = heads["n_tokens"]
-    for p in list(heads["p_sweep"]) + [heads["p_heads_sweep"]]:
-        if p < n:
-            key = "heads.p_sweep" if p in heads["p_sweep"] else "heads.p_heads_sweep"
-            raise ConfigError(f"{key}: p = {p} is smaller than heads.n_tokens = {n}")
-    _check_split("heads", heads["n_prompts"], heads["test_fraction"])
-    names: set[str] = set()
-    for v in heads.get("variants") or []:
-        where = f"heads.variants[{v['name']}]"
-        if v["name"] in names:
-            raise ConfigError(f"{where}.name: the name {v['name']!r} is used by two variants")
-        names.add(v["name"])
-        if hidden % v["heads"]:
-            raise ConfigError(f"{where}.heads: {v['heads']} heads do not divide heads.hidden = {hidden}")
-        if v["p"] < n:
-            raise ConfigError(f"{where}.p: p = {v['p']} is smaller than heads.n_tokens = {n}")
-    convergence = heads.get("convergence") or {}
-    names = set()
-    for c in convergence.get("candidates") or []:
-        if c["name"] in names:
-            raise ConfigError(f"heads.convergence.candidates[{c['name']}].name: the name {c['name']!r} is used by two "
-                              "candidates")
-        names.add(c["name"])
-    converged = heads.get("converged") or {}
-    if convergence and converged and converged["protocol"] not in names:
-        raise ConfigError(f"heads.converged.protocol: {converged['protocol']!r} is not a candidate of "
-                          f"heads.convergence.candidates (configured: {sorted(names)})")
-
-
-def check_theorem31(section: dict) -> None:
-    """Cross-field checks of the ``theorem31`` (E2) section (the schema's enum checks ``fs``)."""
-    if not section:
-        return
-    if section["hidden"] % section["heads"]:
-        raise ConfigError(f"theorem31.heads: {section['heads']} heads do not divide theorem31.hidden = {section['hidden']}")
-    for p in section["p_sweep"]:
-        if p < section["n_tokens"]:
-            raise ConfigError(f"theorem31.p_sweep: p = {p} is smaller than theorem31.n_tokens = {section['n_tokens']}")
-    _check_split("theorem31", section["n_prompts"], section["test_fraction"])
-
-
-def check_statistical(section: dict) -> None:
-    """Cross-field checks of the ``statistical`` (E3) section (the schema checks names and data params)."""
-    if not section:
-        return
-    for H in section["heads_sweep"]:
-        if section["hidden"] % H:
-            raise ConfigError(f"statistical.heads_sweep: {H} heads do not divide statistical.hidden = {section['hidden']}")
-    for mode in section["modes"]:
-        n = section["n_context"] + (section["n_query"] if mode == "fitted" else 0)
-        if section["p"] < n:
-            raise ConfigError(f"statistical.p: p = {section['p']} is smaller than the {n} tokens of a {mode} prompt")
-        seen: dict[str, str] = {}
-        for name in section.get("algorithms", {}).get(mode, []):
-            canon = STATISTICAL_ALIASES.get(mode, {}).get(name, name)
-            if canon in seen:
-                raise ConfigError(f"statistical.algorithms.{mode}: algorithm {name!r} listed twice "
-                                  f"(as {canon!r}, with {seen[canon]!r})")
-            seen[canon] = name
-
-
-def check_essay(section: dict, top_seeds=None) -> None:
-    """Cross-field checks of the (schema-validated) ``essay`` section; raise ConfigError naming the key."""
-    if not section:
-        return
-    K = section["k_max"]
-    m = section["model"]
-    if m["d_model"] % m["heads"]:
-        raise ConfigError(f"essay.model.heads: {m['heads']} heads do not divide essay.model.d_model = {m['d_model']}")
-    ev = section["eval"]
-    for k in ev["order_ks"]:
-        if k > K:
-            raise ConfigError(f"essay.eval.order_ks: {k} exceeds the trained context essay.k_max = {K}")
-    if ev["outlier_k"] > K:
-        raise ConfigError(f"essay.eval.outlier_k: {ev['outlier_k']} exceeds the trained context essay.k_max = {K}")
-    if ev["fit_k_min"] > K - 2:
-        raise ConfigError(f"essay.eval.fit_k_min: {ev['fit_k_min']} leaves fewer than 3 values of k <= essay.k_max = {K}")
-    if section["tau"] not in ev["ood_tau"] and ev["ood_tau"]:
-        raise ConfigError(f"essay.eval.ood_tau: must include the training prior's tau = {section['tau']} "
-                          "(the in-distribution reference)")
-    if section["seeds"] is None and top_seeds is None:
-        raise ConfigError("essay.seeds: null needs the top-level seeds")
-
-
 def check_config(config: dict[str, Any], gpu_check: bool = True) -> None:
-    """Cross-field checks; raise :class:`ConfigError` naming the key.
+    """Cross-field checks (the device; each section's by its spec's ``check``); raise :class:`ConfigError` naming the key.
 
     ``gpu_check``: refuse ``device: cuda`` where no GPU is visible. The workflow passes
     False while parsing (a cluster's submit host may have no GPU) and checks the device
@@ -391,10 +281,6 @@ def check_config(config: dict[str, Any], gpu_check: bool = True) -> None:
     """
     if gpu_check:
         check_device(config.get("device", "auto"))
-    check_theorem31(config.get("theorem31", {}))
-    check_statistical(config.get("statistical", {}))
-    check_essay(config.get("essay", {}), config.get("seeds"))
-    check_heads(config.get("heads", {}))
-    ames = config.get("ames", {})
-    if ames and ames.get("hidden", "auto") != "auto" and ames["hidden"] % ames["heads"]:
-        raise ConfigError(f"ames.heads: {ames['heads']} heads do not divide ames.hidden = {ames['hidden']}")
+    for spec in SPECS:  # each experiment's own cross-field checks (its spec's ``check``)
+        if spec.check and config.get(spec.section):
+            spec.check(config[spec.section], config)

@@ -3,7 +3,7 @@
 # regression; the verdict table results/tables/essay_claims.csv (claim, essay_prediction, measured, ci_low,
 # ci_high, verdict, scale) is read by the replication report. Logic: src/algo_emu/essay/; docs/essay.md.
 # Torch-free imports only: parsing the workflow must not import torch (the essay section's cross-field
-# checks run with every other section's in algo_emu.config.check_config, from common.smk).
+# checks, `check` in algo_emu.specs.essay, run with every other section's from algo_emu.config.check_config).
 # Each rule runs `python -m algo_emu essay <step> JOB` (algo_emu.cli). Its `job` param is built from the wildcards
 # alone (a plain value where a rule has none), its paths spelled out: Snakemake leaves a params function that takes
 # `input` or `output` out of the rerun trigger (a "derived" param), and the job holds the config keys the step

@@ -34,7 +34,6 @@ import pandas as pd
 import torch
 
 from algo_emu.train import Runner
-from algo_emu.config import check_essay
 from algo_emu.essay.plan import essay_seeds  # noqa: F401  (re-exported)
 from algo_emu.frozen import FrozenFile
 from algo_emu.io import read_json, save_torch, write_json
@@ -43,7 +42,6 @@ from algo_emu.tables import write_table
 log = logging.getLogger("algo_emu.essay")
 
 
-check_section = check_essay  # the check lives in the torch-free config layer (algo_emu.config.check_essay)
 
 
 # --- captions: the text above this experiment's tables (.md) and in their .tex

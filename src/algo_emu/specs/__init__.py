@@ -82,6 +82,18 @@ class Report:
     tables: tuple[str, ...]
 
 
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the key (re-exported by :mod:`algo_emu.config`)."""
+
+
+def check_split(where: str, n_prompts: int, test_fraction: float) -> None:
+    """A train/test split of ``where.n_prompts`` prompts that leaves neither side empty."""
+    n_test = round(n_prompts * test_fraction)
+    if n_test < 1 or n_test >= n_prompts:
+        raise ConfigError(f"{where}.test_fraction: {test_fraction} of {where}.n_prompts = {n_prompts} "
+                          "leaves an empty train or test split")
+
+
 @dataclass(frozen=True)
 class Rule:
     """One verdict rule: its key (each row's reason cites it as ``[key]``), the verdicts it gives, and the rule. An
@@ -111,6 +123,8 @@ class Spec:
     report: Report | None = None  # its section of the replication report
     module: str = ""  # its steps' module (STEPS), default algo_emu.experiments.<section>
     schema: str = ""  # its config section's schema file, default workflow/schemas/<section>.schema.yaml
+    #: its section's cross-field checks, after the schema: check(section, config) raises ConfigError naming the key
+    check: Callable[[Mapping, Mapping], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.rule_files:

@@ -1,6 +1,8 @@
 """E4: Ames Housing, ridge/lasso/least squares emulated on real data, Appendix C.2 (workflow/rules/ames.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
+from typing import Mapping
+
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target
 
 _REFERENCE_FIT = ("reference_alpha", "cv_folds", "ridge_log10_alpha_min", "ridge_log10_alpha_max", "ridge_n_alphas",
                   "lasso_n_alphas", "lasso_eps", "lasso_max_iter")
@@ -8,7 +10,15 @@ _POOL = ("pool_bootstraps", "pool_heldout_bootstraps", "pool_log10_alpha_min", "
          "pool_n_alphas", "pool_coef_scale_min", "pool_coef_scale_max", "pool_perturb_scale", "pool_perturb_rank",
          "pool_pairs_per_row", "pool_eval_pairs_per_row")
 
+
+def check(section: Mapping, config: Mapping) -> None:
+    """Cross-field checks of the ``ames`` section; raise ConfigError naming the key."""
+    if section.get("hidden", "auto") != "auto" and section["hidden"] % section["heads"]:
+        raise ConfigError(f"ames.heads: {section['heads']} heads do not divide ames.hidden = {section['hidden']}")
+
+
 SPEC = Spec(
+    check=check,
     section="ames", label="E4",
     # its steps fill the schema's defaults for keys left out, so they also run without the workflow
     reads=(

@@ -1,7 +1,9 @@
 """E6: the companion essay's claims (in-context learning as implicit Bayesian inference and implicit gradient
 descent), not the paper's (workflow/rules/essay.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Spec, Target
+from typing import Mapping
+
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Spec, Target
 
 _BASE = ("d", "k_max", "tau", "sigma")
 
@@ -13,7 +15,29 @@ def _variant(name: str) -> str:
     return name
 
 
+def check(section: Mapping, config: Mapping) -> None:
+    """Cross-field checks of the (schema-validated) ``essay`` section; raise ConfigError naming the key."""
+    K = section["k_max"]
+    m = section["model"]
+    if m["d_model"] % m["heads"]:
+        raise ConfigError(f"essay.model.heads: {m['heads']} heads do not divide essay.model.d_model = {m['d_model']}")
+    ev = section["eval"]
+    for k in ev["order_ks"]:
+        if k > K:
+            raise ConfigError(f"essay.eval.order_ks: {k} exceeds the trained context essay.k_max = {K}")
+    if ev["outlier_k"] > K:
+        raise ConfigError(f"essay.eval.outlier_k: {ev['outlier_k']} exceeds the trained context essay.k_max = {K}")
+    if ev["fit_k_min"] > K - 2:
+        raise ConfigError(f"essay.eval.fit_k_min: {ev['fit_k_min']} leaves fewer than 3 values of k <= essay.k_max = {K}")
+    if section["tau"] not in ev["ood_tau"] and ev["ood_tau"]:
+        raise ConfigError(f"essay.eval.ood_tau: must include the training prior's tau = {section['tau']} "
+                          "(the in-distribution reference)")
+    if section["seeds"] is None and config.get("seeds") is None:
+        raise ConfigError("essay.seeds: null needs the top-level seeds")
+
+
 SPEC = Spec(
+    check=check,
     section="essay", label="E6",
     # variant = the model variant (train) or the figure's kind (figure)
     reads=(

@@ -1,13 +1,58 @@
 """E1: attention emulating an attention head, the heads table (Theorem 4.1 ablation; workflow/rules/heads.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
+from typing import Mapping
+
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target, check_split
 
 _DATA = ("n_prompts", "n_tokens", "d", "target_hidden")
 _TRAIN = _DATA + ("hidden", "epochs", "batch_size", "lr", "test_fraction", "eval_every", "eval_batch_size",
                   "checkpoint_every", "compile", "attention", "lr_schedule")
 _SWEEPS = ("protocols", "heads_sweep", "p_heads_sweep", "p_sweep", "heads_p_sweep", "target")
 
+
+def check(heads: Mapping, config: Mapping) -> None:
+    """Cross-field checks of the (schema-validated) ``heads`` section; raise ConfigError naming the key."""
+    hidden = heads["hidden"]
+    for H in list(heads["heads_sweep"]) + [heads["heads_p_sweep"]]:
+        if hidden % H:
+            key = "heads.heads_sweep" if H in heads["heads_sweep"] else "heads.heads_p_sweep"
+            raise ConfigError(f"{key}: {H} heads do not divide heads.hidden = {hidden}")
+    if len(set(heads["heads_sweep"])) < 2:
+        raise ConfigError(
+            f"heads.heads_sweep: {list(heads['heads_sweep'])} has one H value; the O(1/H) fit "
+            "(heads_fit: MSE = a + b/H and MSE ~ H^-alpha) needs at least two H values"
+        )
+    n = heads["n_tokens"]
+    for p in list(heads["p_sweep"]) + [heads["p_heads_sweep"]]:
+        if p < n:
+            key = "heads.p_sweep" if p in heads["p_sweep"] else "heads.p_heads_sweep"
+            raise ConfigError(f"{key}: p = {p} is smaller than heads.n_tokens = {n}")
+    check_split("heads", heads["n_prompts"], heads["test_fraction"])
+    names: set[str] = set()
+    for v in heads.get("variants") or []:
+        where = f"heads.variants[{v['name']}]"
+        if v["name"] in names:
+            raise ConfigError(f"{where}.name: the name {v['name']!r} is used by two variants")
+        names.add(v["name"])
+        if hidden % v["heads"]:
+            raise ConfigError(f"{where}.heads: {v['heads']} heads do not divide heads.hidden = {hidden}")
+        if v["p"] < n:
+            raise ConfigError(f"{where}.p: p = {v['p']} is smaller than heads.n_tokens = {n}")
+    convergence = heads.get("convergence") or {}
+    names = set()
+    for c in convergence.get("candidates") or []:
+        if c["name"] in names:
+            raise ConfigError(f"heads.convergence.candidates[{c['name']}].name: the name {c['name']!r} is used by two "
+                              "candidates")
+        names.add(c["name"])
+    converged = heads.get("converged") or {}
+    if convergence and converged and converged["protocol"] not in names:
+        raise ConfigError(f"heads.converged.protocol: {converged['protocol']!r} is not a candidate of "
+                          f"heads.convergence.candidates (configured: {sorted(names)})")
+
+
 SPEC = Spec(
+    check=check,
     section="heads", label="E1",
     reads=(
         Reads("heads", "data", _DATA),

@@ -1,11 +1,37 @@
 """E3: statistical algorithms (lasso, ridge, least squares, GD) from the prompt, Appendix C.1
 (workflow/rules/statistical.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
+from typing import Mapping
+
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target
 
 _DATA = ("n_context", "n_query", "d", "algorithms", "data_params")
 
+
+#: Fitted-mode alternative algorithm names (algo_emu.data.statistical.ALIASES; a test keeps them equal).
+ALIASES: dict[str, dict[str, str]] = {"reference_code": {}, "fitted": {"linear": "ols"}}
+
+
+def check(section: Mapping, config: Mapping) -> None:
+    """Cross-field checks of the ``statistical`` section (the schema checks names and data params)."""
+    for H in section["heads_sweep"]:
+        if section["hidden"] % H:
+            raise ConfigError(f"statistical.heads_sweep: {H} heads do not divide statistical.hidden = {section['hidden']}")
+    for mode in section["modes"]:
+        n = section["n_context"] + (section["n_query"] if mode == "fitted" else 0)
+        if section["p"] < n:
+            raise ConfigError(f"statistical.p: p = {section['p']} is smaller than the {n} tokens of a {mode} prompt")
+        seen: dict[str, str] = {}
+        for name in section.get("algorithms", {}).get(mode, []):
+            canon = ALIASES.get(mode, {}).get(name, name)
+            if canon in seen:
+                raise ConfigError(f"statistical.algorithms.{mode}: algorithm {name!r} listed twice "
+                                  f"(as {canon!r}, with {seen[canon]!r})")
+            seen[canon] = name
+
+
 SPEC = Spec(
+    check=check,
     section="statistical", label="E3",
     reads=(
         # the training data set does not depend on H, the model or the budget

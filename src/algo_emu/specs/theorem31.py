@@ -1,9 +1,23 @@
 """E2: one softmax head emulating f(w^T x - y) x, Theorem 3.1, and the GD step of Corollary 3.1.2
 (workflow/rules/theorem31.smk)."""
 
-from algo_emu.specs import FIGURES, TABLES, Reads, Report, Spec, Target
+from typing import Mapping
+
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target, check_split
+
+
+def check(section: Mapping, config: Mapping) -> None:
+    """Cross-field checks of the ``theorem31`` section (the schema's enum checks ``fs``); raise ConfigError naming the key."""
+    if section["hidden"] % section["heads"]:
+        raise ConfigError(f"theorem31.heads: {section['heads']} heads do not divide theorem31.hidden = {section['hidden']}")
+    for p in section["p_sweep"]:
+        if p < section["n_tokens"]:
+            raise ConfigError(f"theorem31.p_sweep: p = {p} is smaller than theorem31.n_tokens = {section['n_tokens']}")
+    check_split("theorem31", section["n_prompts"], section["test_fraction"])
+
 
 SPEC = Spec(
+    check=check,
     section="theorem31", label="E2",
     reads=(
         # the model and its weight-blind baseline read the same keys (the same budget)
