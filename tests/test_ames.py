@@ -16,7 +16,7 @@ import torch
 from sklearn.linear_model import Lasso, LassoCV, LinearRegression, Ridge, RidgeCV
 
 from algo_emu import ablation as abl
-from algo_emu.config import ConfigError
+from algo_emu.config import ConfigError, schema_defaults
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as af
 from algo_emu.data import ames_prompts as ap
@@ -560,7 +560,7 @@ def test_rules_pass_fit_and_train_steps_exactly_their_keys():
     assert 'step_cfg("ames", "fit", wc.ames_mode)' in smk and 'step_cfg("ames", "train")' in smk
     assert reads("ames", "train").keys == ex.TRAIN_KEYS
     everything = set(data.DOWNLOAD_KEYS) | set(data.PREPARE_KEYS) | set(af.FIT_KEYS) | set(ex.TRAIN_KEYS) | {"modes"}
-    assert everything == set(ex.DEFAULTS)
+    assert everything == set(schema_defaults("ames"))
     from algo_emu.report.targets import target_names   # the named targets (rules built from the map)
 
     assert {"ames_table", "ames_figure"} <= set(target_names())

@@ -33,6 +33,7 @@ from algo_emu.constructions import (
     template_exact,
     template_program,
 )
+from algo_emu.config import schema_defaults, validate_section
 from algo_emu.constructions import studies
 from algo_emu.constructions.grid import aliasing_error, end_error_bound, end_margin
 from algo_emu.rng import torch_stream
@@ -53,7 +54,7 @@ def head_interp():
 
 @pytest.fixture(scope="module")
 def library():
-    lib = studies.resolve({"library": {"P": 241}})["library"]  # D = 0.133 on [-16, 16]
+    lib = validate_section("constructions", {"library": {"P": 241}})["library"]  # D = 0.133 on [-16, 16]
     return lib, studies.library_interpreter(lib)
 
 
@@ -434,11 +435,11 @@ def test_schema_defaults_match_code_defaults():
 
     cfg: dict = {}
     validate(cfg, str(REPO / "workflow/schemas/constructions.schema.yaml"))
-    assert cfg == studies.DEFAULTS
+    assert cfg == schema_defaults("constructions")
     with pytest.raises(Exception):
         validate({"beta_d2": -1.0}, str(REPO / "workflow/schemas/constructions.schema.yaml"))
-    with pytest.raises(ValueError, match="unknown key"):
-        studies.resolve({"nonsense": 1})
+    with pytest.raises(ValueError, match="constructions.nonsense: unknown key"):
+        studies.run_study("beta", {"nonsense": 1}, [0])
 
 
 def test_cli_study_library_multistep_and_figures(tmp_path):

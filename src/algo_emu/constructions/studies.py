@@ -1,7 +1,7 @@
 """E5 experiments on the hand-built interpreter: error studies, the algorithm library, multi-step GD.
 
-Every function takes the resolved ``constructions`` config section (see
-workflow/schemas/constructions.schema.yaml; :data:`DEFAULTS` are its defaults, read from it)
+Every function takes the ``constructions`` config section (workflow/schemas/constructions.schema.yaml: a key left
+out takes its default there, an unknown one is refused by name: :func:`algo_emu.config.validate_section`)
 and a list of seeds, and returns tidy pandas frames: one row per (setting, seed)
 ("per seed"), and the aggregate over seeds (mean, std, bootstrap CI via
 :func:`algo_emu.tables.summarise`).  Random instances come from
@@ -40,35 +40,12 @@ from algo_emu.constructions.programs import (
     template_exact,
     template_program,
 )
-from algo_emu.config import schema_defaults
+from algo_emu.config import validate_section
 from algo_emu.io import tensor_digest
 from algo_emu.rng import torch_stream
 from algo_emu.tables import summarise
 
 STUDIES = ("beta", "p", "n", "d")
-
-#: Defaults of the ``constructions`` section, read from workflow/schemas/constructions.schema.yaml
-#: (the only place they are written).
-DEFAULTS: dict = schema_defaults("constructions")
-
-
-def resolve(params: dict | None) -> dict:
-    """``params`` over :data:`DEFAULTS` (one level of nesting), so functions work without the schema too."""
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in DEFAULTS.items()}
-    for k, v in (params or {}).items():
-        if k not in out:
-            raise ValueError(f"constructions: unknown key {k!r}")
-        if isinstance(out[k], dict):
-            if not isinstance(v, dict):
-                raise ValueError(f"constructions.{k} must be a mapping")
-            unknown = set(v) - set(out[k])
-            if unknown:
-                raise ValueError(f"constructions.{k}: unknown key(s) {sorted(unknown)}")
-            out[k].update(v)
-        else:
-            out[k] = v
-    return out
-
 
 def module_fingerprint(interp: Interpreter) -> str:
     """sha256 over every weight tensor of the module (name, dtype, shape, bytes; sorted by name)."""
@@ -170,7 +147,7 @@ def _study_settings(study: str, cfg: dict) -> list[dict]:
 
 def run_study(study: str, params: dict | None, seeds: Iterable[int]) -> pd.DataFrame:
     """Per-seed rows of one error study (``beta``, ``p``, ``n`` or ``d``) on the attention-head program."""
-    cfg = resolve(params)
+    cfg = validate_section("constructions", params)
     seeds = [int(s) for s in seeds]
     rows = []
     for st in _study_settings(study, cfg):
@@ -318,7 +295,7 @@ def run_library(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFrame
 
     The module's weights are fingerprinted (sha256) before and after; a change raises.
     """
-    cfg = resolve(params)
+    cfg = validate_section("constructions", params)
     lib = cfg["library"]
     seeds = [int(s) for s in seeds]
     k = int(lib["instances"])
@@ -362,7 +339,7 @@ def run_multistep(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFra
     ``eta <= 2 / L`` the GD map is non-expansive in l2, so ``err_t <= sum_s eps_s <= t eps``
     (proved in l2; in l-infinity, the paper's norm, only measured).
     """
-    cfg = resolve(params)
+    cfg = validate_section("constructions", params)
     ms = cfg["multistep"]
     n, d, k, T = int(ms["n"]), int(ms["d"]), int(ms["instances"]), int(ms["steps"])
     grid = Grid.symmetric(ms["grid_half_width"], int(ms["P"]))

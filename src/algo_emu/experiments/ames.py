@@ -37,7 +37,7 @@ import torch
 
 from algo_emu import ablation as abl
 from algo_emu.experiments.step_keys import reads as _reads
-from algo_emu.config import schema_defaults, validate_section
+from algo_emu.config import validate_section
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
 from algo_emu.data.ames_prompts import (eval_sets, load_seeds, prompt_layout, prompt_sets, prompt_tokens,
@@ -56,9 +56,6 @@ log = logging.getLogger("algo_emu.ames")
 TRAIN_KEYS: tuple[str, ...] = _reads("ames", "train").keys
 #: Keys that change the trained numbers (the checkpoint fingerprint and the run hash).
 RESULT_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "attention")
-#: Defaults of the whole ``ames`` section, read from workflow/schemas/ames.schema.yaml (the only place they are
-#: written).
-DEFAULTS: dict[str, Any] = schema_defaults("ames")
 
 #: Built-in ablations per prompt set: every prompt of an algorithm set carries the same weights,
 #: so ``other_prompt`` is the identity there; they get ``other_algorithm`` (donor) instead.

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import torch
 
-from algo_emu.config import schema_defaults
 from algo_emu.data import heads as hd
 from algo_emu.experiments.heads_variants import variants_figure, variants_table
 from algo_emu.experiments.heads_converged import (converged_figure, converged_table, convergence_table,
@@ -41,7 +40,6 @@ from algo_emu.runtime import config_hash
 from algo_emu.train import Job, Member, Runner, schedule_params, train_config
 
 log = logging.getLogger("algo_emu.heads")
-DEFAULTS = schema_defaults("heads")
 
 ROLES = ("K", "Q", "V")
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "target_hidden", "hidden", "epochs", "batch_size", "lr", "test_fraction")
@@ -182,7 +180,7 @@ class _Setting:
                                                                  "protocol": protocol}
 
         def on_epoch(epoch: int, m: torch.nn.Module) -> dict:
-            every = params.get("eval_every", DEFAULTS["eval_every"])
+            every = params["eval_every"]
             if every and epoch % every == 0 and epoch < cfg.epochs:
                 ev = task.evaluate(m, params["eval_batch_size"])
                 key = "mse_by_target" if self.metric == "exact" else "mse_batchmean_by_target"
@@ -202,7 +200,7 @@ class _Setting:
         return EnsembleEmulator(
             [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
             d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=self.H,
-            total_tokens=self.p, attention=params.get("attention", DEFAULTS["attention"]),
+            total_tokens=self.p, attention=params["attention"],
         )
 
     def write(self, run: Runner, result, out_dir: str | Path) -> dict[int, dict]:

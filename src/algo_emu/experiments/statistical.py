@@ -33,7 +33,6 @@ from pathlib import Path
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu.config import schema_defaults
 from algo_emu.data import statistical as st
 from algo_emu.data.statistical_sets import algorithms, data_params, eval_batches, eval_seed, generate_data, load_data, write_data
 from algo_emu.frozen import FrozenFile, save_frozen
@@ -47,7 +46,6 @@ log = logging.getLogger("algo_emu.statistical")
 
 EXPERIMENT = "statistical"
 #: The section's defaults, read from workflow/schemas/statistical.schema.yaml (used where a key is absent).
-DEFAULTS = schema_defaults(EXPERIMENT)
 MODES = st.MODES
 TRAIN_KEYS = ("n_prompts", "n_context", "n_query", "d", "hidden", "p", "epochs", "batch_size", "lr")
 EVAL_KEYS = ("eval_prompts",)
@@ -138,7 +136,7 @@ def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = 
     width = prompt_layout(params, mode).blind().d_in if blind else d_in(params, mode)
     return {"experiment": EXPERIMENT, "mode": mode, "heads": H, "members": [[s, mode] for s in seeds],
             "d_in": width, "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
-            "total_tokens": params["p"], "attention": params.get("attention", DEFAULTS["attention"]), "weight_blind": blind,
+            "total_tokens": params["p"], "attention": params["attention"], "weight_blind": blind,
             **({"readout_hidden": params["hidden"]} if params.get("readout", "block") == "published" else {})}
 
 
@@ -251,7 +249,7 @@ def _ablation_variants(params: dict, mode: str, alg: str, seed: int, batches: di
                              donors=donors, extra=extra)
 
 
-def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int = DEFAULTS["eval_chunk"],
+def evaluate_model(params: dict, model: torch.nn.Module, mode: str, seeds: list[int], chunk: int,
                    batches: dict | None = None, ablations: bool = False, blind: bool = False) -> dict:
     """Per seed and algorithm, errors of the ensemble on fresh data (run it inside
     :meth:`algo_emu.frozen.FrozenFile.evaluating` or :func:`algo_emu.frozen.frozen`).
@@ -313,7 +311,7 @@ def _evaluate_file(params: dict, mode: str, H: int, seeds: list[int], path: str 
     ab.check_role(info["meta"], blind, path)
     _check_same_data(params, info["params"], mode, path)
     with ff.evaluating() as model:
-        result = evaluate_model(params, model, mode, seeds, params.get("eval_chunk", DEFAULTS["eval_chunk"]), batches=batches,
+        result = evaluate_model(params, model, mode, seeds, params["eval_chunk"], batches=batches,
                                 ablations=not blind, blind=blind)
     return info, result, ff.proof()
 

@@ -26,7 +26,6 @@ from pathlib import Path
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu.config import schema_defaults
 from algo_emu.data import theorem31 as t31
 from algo_emu.frozen import FrozenFile
 from algo_emu.io import tensor_digest
@@ -38,7 +37,6 @@ from algo_emu.train import Job, Member, Runner, train_config
 log = logging.getLogger("algo_emu.theorem31")
 
 EXPERIMENT = "theorem31"
-DEFAULTS = schema_defaults(EXPERIMENT)
 TRAIN_KEYS = ("n_prompts", "n_tokens", "d", "hidden", "heads", "fs", "x_dist", "x_scale", "epochs", "batch_size",
               "lr", "test_fraction", "gd_eta")
 
@@ -94,7 +92,7 @@ class Theorem31Task:
         self.d_out = params["d"]
         self._seed_rows = (self.member_seed * self.n_train)[:, None]     # row of (seed, 0) in the flat tokens
         self._member_rows = (torch.arange(len(self.members), device=device) * self.n_train)[:, None]
-        self.targets_train = self.train_targets(params.get("batch_size", DEFAULTS["batch_size"]))
+        self.targets_train = self.train_targets(params["batch_size"])
 
     def train_targets(self, chunk: int) -> torch.Tensor:
         """Every member's training targets (E, n_train, n, d) in the task's dtype, on its device.
@@ -191,7 +189,7 @@ def build_model(task: Theorem31Task, params: dict, p: int, blind: bool = False) 
     return EnsembleEmulator(
         [torch_stream(m.seed, EXPERIMENT, "init_blind" if blind else "init", m.name) for m in task.members],
         d_in=(d + 1) if blind else 2 * d + 1, d_out=d, n_tokens=params["n_tokens"], hidden=params["hidden"],
-        heads=params["heads"], total_tokens=p, attention=params.get("attention", DEFAULTS["attention"]),
+        heads=params["heads"], total_tokens=p, attention=params["attention"],
     )
 
 
@@ -209,7 +207,7 @@ def evaluate_ablations(task: Theorem31Task, model: torch.nn.Module, params: dict
     (the f) see the same ablated prompts.
     """
     lay = prompt_layout(params["d"])
-    chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
+    chunk = params["eval_chunk"]
     out: list[dict] = [{} for _ in task.members]
     for name in (ab.NONE, *ab.ABLATIONS):
         seen = None if name == ab.NONE else torch.stack(
@@ -255,7 +253,7 @@ def _write(run: Runner, task: Theorem31Task, params: dict, p: int, seeds: list[i
     """Save one trained model frozen, evaluate it from the file (the model also with w ablated), write its records."""
     lay = prompt_layout(params["d"])
     t_eval = time.perf_counter()
-    chunk = params.get("eval_chunk", DEFAULTS["eval_chunk"])
+    chunk = params["eval_chunk"]
     # Saved once, evaluated from the file read-only (FrozenFile: digests before and after, the file hashed twice).
     model_file = FrozenFile.saved(Path(out_dir) / "model.pt", job.model,
                                   {"experiment": EXPERIMENT, "p": p, "seeds": list(seeds), "weight_blind": blind},
