@@ -67,3 +67,32 @@ def test_another_cpu_has_no_benchmark_and_the_gpu_line_reads_the_probe(tmp_path)
     (tmp_path / "benchmarks" / "gpu_probe.json").write_text(json.dumps(
         {"groups": {"g": 1}, "paper_seconds_one_group_at_a_time": 1234.0, "environment": {"device_name": "GPU X"}}))
     assert "1.23e+03 s of compute on one GPU X" in cost_block(_jobs(cfg), cfg, root=tmp_path)[-1]
+
+
+def test_every_training_rule_is_priced():
+    """A rule whose shell runs an experiment's train step is a training job, and the cost block prices it (one left
+    out would be counted among the unpriced 'other jobs': a long run unwarned). Grouped rules (`*_group`) run only
+    where shape grouping is on, on a GPU, which the GPU line prices."""
+    from algo_emu.cost import TRAINING_RULES
+
+    train_rules = set()
+    for smk in (REPO_ROOT / "workflow" / "rules").glob("*.smk"):
+        text = smk.read_text()
+        for block in re.split(r"\n(?=\s*rule \w+:)", text):
+            m = re.match(r"\s*rule (\w+):", block)
+            if m and re.search(r"-m algo_emu \w+ train ", block.split("\nrule ")[0]):
+                train_rules.add(m.group(1))
+        train_rules |= {new for old, new in re.findall(r"use rule (\w+) as (\w+)", text) if old in train_rules}
+    assert {"heads_train", "heads_convergence_train", "heads_converged_train", "theorem31_blind"} <= train_rules
+    assert sorted(r for r in train_rules if not r.endswith("_group")) == sorted(TRAINING_RULES)
+
+
+def test_a_dry_run_of_the_convergence_check_prices_its_training(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--configfile", str(REPO_ROOT / "config/config.yaml"), "--cores", "2", "-n",
+                           "heads_convergence"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    cfg = load_config(REPO_ROOT / "config" / "config.yaml", gpu_check=False)["heads"]
+    jobs = 2 * len(cfg["convergence"]["candidates"]) * len(cfg["heads_sweep"])  # each candidate at E and 2E, every H
+    m = re.search(rf"^  E1 heads: {jobs} training jobs, ([\d.e+-]+) h", proc.stdout, re.M)
+    assert m and float(m.group(1)) > 1, proc.stdout[-3000:]

@@ -33,6 +33,8 @@ BENCHMARK = Path("benchmarks/paper_scale.json")
 GPU_PROBE = Path("benchmarks/gpu_probe.json")
 #: Training rules, by the experiment whose benchmark rows price them.
 TRAINING_RULES = {rule: f"{s.label} {s.section}" for s in SPECS for rule in s.training_rules}
+#: E1's training rules: the sweep's, and ours beyond the paper (variants, the convergence check, the converged table)
+HEADS_RULES = ("heads_train", "heads_variant_train", "heads_convergence_train", "heads_converged_train")
 
 
 def _hours(h: float) -> str:
@@ -80,27 +82,47 @@ class Pricer:
     def seconds(self, rule: str, wc: Mapping[str, str]) -> float:
         return self.job(rule, wc)[0]
 
+    def _heads_setting(self, rule: str, wc: Mapping[str, str]) -> tuple[dict, int, int, int]:
+        """(train params, H, p, seeds) of an E1 training job: the sweep's, a variant's, or a convergence candidate's
+        (its epochs, lr and schedule in place of the section's; the selection's seeds)."""
+        from algo_emu.experiments import heads_settings as hs  # (torch-free)
+
+        h = self.cfg["heads"]
+        if rule == "heads_variant_train":
+            v = hs.variant(h, wc["variant"])
+            return hs.variant_train_params(h, v["name"]), int(v["heads"]), int(v["p"]), len(v["seeds"])
+        if rule == "heads_convergence_train":
+            prm = hs.candidate_train_params(h, wc["candidate"], wc["budget"], "published")
+            return prm, int(wc["heads"]), int(wc["p"]), len(h["convergence"]["seeds"])
+        if rule == "heads_converged_train":
+            prm = hs.candidate_train_params(h, wc["candidate"], "x1", wc["protocol"])
+            return prm, int(wc["heads"]), int(wc["p"]), self.seeds
+        return h, int(wc["heads"]), int(wc["p"]), self.seeds
+
+    def _heads(self, h: Mapping[str, Any], H: int, p: int, seeds: int) -> tuple[float, int]:
+        """Seconds and steps of one E1 training job: ``seeds`` members at H heads and prompt length p, trained as
+        ``h`` (the heads train keys) says."""
+        rows = self._rows("heads")
+        same_h = [r for r in rows if r["shape"]["heads"] == H]
+        if not same_h:
+            H = min({r["shape"]["heads"] for r in rows}, key=lambda x: (abs(x - H), x))
+            same_h = [r for r in rows if r["shape"]["heads"] == H]
+        n_train = h["n_prompts"] - math.ceil(h["n_prompts"] * h["test_fraction"])
+        steps = math.ceil(n_train / h["batch_size"]) * h["epochs"]
+        ratio = seeds / same_h[0]["shape"]["seeds"]
+        row = same_h[0]["shape"]
+
+        def evals(epochs, every):  # evaluations of the held-out set per job (every `every` epochs, and the last)
+            return math.ceil(epochs / every) if every else 1
+        n_eval = (ratio * (h["n_prompts"] - n_train) / max(1, row["extra"].get("n_test") or 1)
+                  * evals(h["epochs"], h.get("eval_every")) / evals(row["epochs"], row["extra"].get("eval_every")))
+        return _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in same_h], p), steps
+
     def job(self, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
         """Seconds and optimiser steps (per member) of one job of training rule ``rule`` with wildcards ``wc``."""
         c, S = self.cfg, self.seeds
-        if rule == "heads_train":
-            h = c["heads"]
-            H, p = int(wc["heads"]), int(wc["p"])
-            rows = self._rows("heads")
-            same_h = [r for r in rows if r["shape"]["heads"] == H]
-            if not same_h:
-                H = min({r["shape"]["heads"] for r in rows}, key=lambda x: (abs(x - H), x))
-                same_h = [r for r in rows if r["shape"]["heads"] == H]
-            n_train = h["n_prompts"] - math.ceil(h["n_prompts"] * h["test_fraction"])
-            steps = math.ceil(n_train / h["batch_size"]) * h["epochs"]
-            ratio = S / same_h[0]["shape"]["seeds"]
-            row = same_h[0]["shape"]
-
-            def evals(epochs, every):  # evaluations of the held-out set per job (every `every` epochs, and the last)
-                return math.ceil(epochs / every) if every else 1
-            n_eval = (ratio * (h["n_prompts"] - n_train) / max(1, row["extra"].get("n_test") or 1)
-                      * evals(h["epochs"], h.get("eval_every")) / evals(row["epochs"], row["extra"].get("eval_every")))
-            return _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in same_h], p), steps
+        if rule in HEADS_RULES:
+            return self._heads(*self._heads_setting(rule, wc))
         if rule in ("theorem31_train", "theorem31_blind"):
             t = c["theorem31"]
             n_train = t["n_prompts"] - math.ceil(t["n_prompts"] * t["test_fraction"]) if t.get("test_fraction") \

@@ -80,7 +80,7 @@ SPEC = Spec(
     ),
     paper_scale={"n_prompts": 50_000, "epochs": 50},
     reference_scale={"n_prompts": 50_000, "epochs": 10},
-    training_rules=("heads_train",),
+    training_rules=("heads_train", "heads_variant_train", "heads_convergence_train", "heads_converged_train"),
     rule_files=("heads.smk", "heads_converged.smk"),
     report=Report("E1 -- attention emulating an attention head (Theorem 4.1 ablation; the headline table)",
                   "algo_emu.experiments.heads_tables",
