@@ -33,8 +33,8 @@ BENCHMARK = Path("benchmarks/paper_scale.json")
 GPU_PROBE = Path("benchmarks/gpu_probe.json")
 #: Training rules, by the experiment whose benchmark rows price them.
 TRAINING_RULES = {rule: f"{s.label} {s.section}" for s in SPECS for rule in s.training_rules}
-#: E1's training rules: the sweep's, and ours beyond the paper (variants, the convergence check, the converged table)
-HEADS_RULES = ("heads_train", "heads_variant_train", "heads_convergence_train", "heads_converged_train")
+#: E1's training rules (its spec's): the sweep's, and ours beyond the paper (variants, convergence check, converged table)
+HEADS_RULES = tuple(rule for s in SPECS if s.section == "heads" for rule in s.training_rules)
 
 
 def _hours(h: float) -> str:
