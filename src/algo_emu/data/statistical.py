@@ -51,6 +51,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
+from algo_emu.config import schema_defaults
 from algo_emu.io import load_tensors, write_tensors
 from algo_emu.data.solvers import fit_gd, fit_lasso, fit_ols, fit_ridge
 from algo_emu.rng import torch_stream
@@ -100,27 +101,9 @@ MIXED: dict[str, tuple[str, ...]] = {
 #: z ~ N(0, 1) (mean -1, variance 4; the protocol's choice); "normal" = z.
 X_DISTS = ("shifted_normal", "normal")
 
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "reference_code": {
-        "noise_std": 0.05,
-        "ridge_lambda": 5.0,
-        "lasso_zero_prob": 0.5,
-    },
-    "fitted": {
-        "x_dist": "shifted_normal",
-        "noise_std": 0.05,
-        "ols_intercept": False,
-        "ols_rtol": 1e-10,  # singular values below rtol * largest are treated as zero
-        "ridge_lambda": 5.0,  # == sklearn Ridge(alpha=ridge_lambda)
-        "ridge_intercept": False,
-        "lasso_alpha": 1.0,  # sklearn Lasso alpha: (1/2n)||y - Xw||^2 + alpha ||w||_1
-        "lasso_intercept": False,
-        "lasso_tol": 1e-8,  # sklearn's default 1e-4 leaves |w - w_exact| up to ~3e-2 here
-        "lasso_max_iter": 10_000,
-        "gd_eta": 0.02,
-        "gd_steps": 20,
-    },
-}
+#: Each mode's data parameters, from workflow/schemas/statistical.schema.yaml (``data_params``: the one place they
+#: are written, with what each means); ``params`` of the functions below overrides them key by key.
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = schema_defaults("statistical")["data_params"]
 
 
 # ----------------------------------------------------------------------------- validation

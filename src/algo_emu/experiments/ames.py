@@ -2,7 +2,7 @@
 
 Steps, ``python -m algo_emu ames <step> JOB [--threads N]`` (:mod:`algo_emu.cli`; ``JOB`` holds the keyword
 arguments of the step's function in :data:`STEPS`; the Snakemake rules in workflow/rules/ames.smk call these;
-``params`` is the ``ames`` config section, defaults filled by each step):
+``params`` is the resolved ``ames`` config section, at least the keys the step reads):
 
   download   raw CSV + provenance (algo_emu.data.ames)
   prepare    one seed's train/test arrays, preprocessing fitted on its training rows
@@ -37,7 +37,6 @@ import torch
 
 from algo_emu import ablation as abl
 from algo_emu.experiments.step_keys import reads as _reads
-from algo_emu.config import validate_section
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
 from algo_emu.data.ames_prompts import (eval_sets, load_seeds, prompt_layout, prompt_sets, prompt_tokens,
@@ -68,11 +67,6 @@ def check_modes(*modes: str) -> None:
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise ValueError(f"ames mode must be one of {list(MODES)}, got {', '.join(map(repr, bad))}")
-
-
-def resolve_train_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``ames`` section a step was given, defaults filled and checked (:func:`algo_emu.config.validate_section`)."""
-    return validate_section("ames", params)
 
 
 # --------------------------------------------------------------------------- the emulators
@@ -143,7 +137,7 @@ class AmesTask:
 
 
 def train_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], fits_paths: Sequence[str],
-               out: str | Path, params: Mapping[str, Any] | None = None, checkpoint_dir: str | Path | None = None,
+               out: str | Path, params: Mapping[str, Any], checkpoint_dir: str | Path | None = None,
                device_spec: str = "auto", threads: int | None = None, blind: bool = False) -> dict:
     """Train every seed's emulator of ``mode``; save them frozen to ``out`` (+ ``out.json`` sidecar).
 
@@ -151,14 +145,14 @@ def train_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], f
     heads, p, epochs, batch, lr, training prompts, targets and data order (same member names, so the same
     shuffle stream), on tokens whose weight columns are removed (:func:`algo_emu.ablation.strip_weights`
     with each seed's :func:`~algo_emu.data.ames_prompts.prompt_layout`); its own init stream. Both sidecars
-    record the training budget, which the evaluation checks is the same. ``params``: the ``ames`` section (absent
-    keys, or all of them when None: the defaults). ``checkpoint_dir``: resumable checkpoints, one per hidden-width
+    record the training budget, which the evaluation checks is the same. ``params``: the ``ames`` section
+    (:data:`TRAIN_KEYS` at least). ``checkpoint_dir``: resumable checkpoints, one per hidden-width
     group (the baseline's prefixed ``blind_``). Returns the sidecar."""
     from algo_emu.frozen import save_frozen
 
     check_modes(mode)
     loaded = load_seeds(seeds, prepared_paths, fits_paths)
-    section = resolve_train_params(params)
+    section = params
     runner = Runner(device_spec, threads)
     per_seed, d_ins, inputs = {}, {}, {}
     for s, (prepared, fitted, digests) in loaded.items():
@@ -371,7 +365,8 @@ def aggregate_modes(modes: Sequence[str], metrics_paths: Sequence[str], table_cs
     aggregate(modes, metrics_paths, table_csv, runs_csv, ablation_csv)
 
 
-#: The steps (``python -m algo_emu ames <step> JOB``, :mod:`algo_emu.cli`). None has a ``PARAMS_OF`` entry: each
-#: takes the ``ames`` section as given (``params``, default None: all defaults) and fills and checks it itself.
+#: The steps (``python -m algo_emu ames <step> JOB``, :mod:`algo_emu.cli`); those taking the ``ames`` section
+#: (``params``) receive the keys their declaration names, checked by the command line (``PARAMS_OF``).
 STEPS = {"download": data.download, "prepare": data.prepare, "fit": fits.fit_seed, "train": train_mode,
          "evaluate": evaluate_mode, "aggregate": aggregate_modes, "figure": figure}
+PARAMS_OF = {"download": "download", "prepare": "prepare", "fit": "fit", "train": "train"}

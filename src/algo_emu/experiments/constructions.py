@@ -14,7 +14,7 @@ keyword arguments):
   python -m algo_emu constructions figure '{"kind": "beta", "table": "results/tables/construction_beta.csv",
       "out": "results/figures/construction_beta"}'        (kind: beta, p, n, d, library or multistep)
 
-``params`` is the resolved ``constructions`` config section (or the keys the step reads; omitted: every default);
+``params`` is the resolved ``constructions`` config section (at least the keys the table's kind reads);
 ``out_per_seed`` and ``out_meta`` are optional. The tables are also written as .md and .tex beside the CSV
 (algo_emu.tables.write_table).
 """
@@ -79,14 +79,13 @@ CAPTIONS = {
 }
 
 
-def _construct(kind: str, step: str, compute, params: dict | None, seeds: list[int], out_csv: str,
+def _construct(kind: str, step: str, compute, params: Mapping, seeds: list[int], out_csv: str,
                out_per_seed: str | None, out_meta: str | None,
                threads: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run one construction step (no training): threads, the computation, its table, per-seed rows and
-    provenance sidecar. ``params`` None is the empty section (every default)."""
+    provenance sidecar. ``params``: the keys of the ``constructions`` section the kind reads (its declaration)."""
     from algo_emu.runtime import config_hash, environment
 
-    params = {} if params is None else params
     if threads:
         torch.set_num_threads(int(threads))
     t0 = time.time()
@@ -105,7 +104,7 @@ def _construct(kind: str, step: str, compute, params: dict | None, seeds: list[i
     return per_seed, table
 
 
-def study(study: str, seeds: list[int], out_csv: str, params: dict | None = None, out_per_seed: str | None = None,
+def study(study: str, seeds: list[int], out_csv: str, params: Mapping, out_per_seed: str | None = None,
           out_meta: str | None = None, threads: int | None = None) -> None:
     """One error study of the emulated attention head (``study``: the knob to sweep, beta, p, n or d)."""
     from algo_emu.constructions import studies
@@ -117,7 +116,7 @@ def study(study: str, seeds: list[int], out_csv: str, params: dict | None = None
     _construct(study, f"study_{study}", compute, params, seeds, out_csv, out_per_seed, out_meta, threads)
 
 
-def library(seeds: list[int], out_csv: str, params: dict | None = None, out_per_seed: str | None = None,
+def library(seeds: list[int], out_csv: str, params: Mapping, out_per_seed: str | None = None,
             out_meta: str | None = None, threads: int | None = None) -> None:
     """Every algorithm of the library through ONE frozen module."""
     from algo_emu.constructions import studies
@@ -125,7 +124,7 @@ def library(seeds: list[int], out_csv: str, params: dict | None = None, out_per_
     _construct("library", "library", studies.run_library, params, seeds, out_csv, out_per_seed, out_meta, threads)
 
 
-def multistep(seeds: list[int], out_csv: str, params: dict | None = None, out_per_seed: str | None = None,
+def multistep(seeds: list[int], out_csv: str, params: Mapping, out_per_seed: str | None = None,
               out_meta: str | None = None, threads: int | None = None) -> None:
     """Stacked GD modules: error after t steps vs t * eps."""
     from algo_emu.constructions import studies
@@ -140,9 +139,10 @@ def figure(kind: str, table: str, out: str, params: dict | None = None) -> None:
     plots.plot(kind, pd.read_csv(table), out)
 
 
-#: The steps (``python -m algo_emu constructions <step> JOB``, :mod:`algo_emu.cli`); ``params`` is passed as given
-#: (no PARAMS_OF: the steps fill their defaults themselves, algo_emu.constructions.studies.resolve).
+#: The steps (``python -m algo_emu constructions <step> JOB``, :mod:`algo_emu.cli`); a table's ``params`` holds the
+#: keys its kind reads (the ``table`` declaration, checked by the command line).
 STEPS = {"study": study, "library": library, "multistep": multistep, "figure": figure}
+PARAMS_OF = {"study": "table", "library": "table", "multistep": "table"}
 
 
 # ------------------------------------------------------------------ the replication report's rows

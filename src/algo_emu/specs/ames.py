@@ -20,7 +20,6 @@ def check(section: Mapping, config: Mapping) -> None:
 SPEC = Spec(
     check=check,
     section="ames", label="E4",
-    # its steps fill the schema's defaults for keys left out, so they also run without the workflow
     reads=(
         Reads("ames", "download", ("source", "openml_data_id", "openml_sha256", "openml_timeout_s", "packaged_sha256",
                                    "local_sha256", "na_values")),

@@ -9,7 +9,7 @@ _KINDS = "{beta,p,n,d,library,multistep}"
 
 SPEC = Spec(
     section="constructions", label="E5",
-    # its steps also fill the schema's defaults; variant = the table's kind
+    # variant = the table's kind
     reads=(
         Reads("constructions", "table", ("table", "end_tol"),
               extra={"beta": _HEAD + ("beta_study",), "p": _HEAD + ("p_study",), "n": _HEAD + ("n_study",),
