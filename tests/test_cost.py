@@ -96,3 +96,32 @@ def test_a_dry_run_of_the_convergence_check_prices_its_training(tmp_path):
     jobs = 2 * len(cfg["convergence"]["candidates"]) * len(cfg["heads_sweep"])  # each candidate at E and 2E, every H
     m = re.search(rf"^  E1 heads: {jobs} training jobs, ([\d.e+-]+) h", proc.stdout, re.M)
     assert m and float(m.group(1)) > 1, proc.stdout[-3000:]
+
+
+def test_each_experiment_prices_its_own_training_rules(monkeypatch):
+    """The cost block has no branch per experiment: a training rule is priced by its spec's ``price``; a rule whose
+    spec declares none is counted, not priced."""
+    import dataclasses
+
+    from algo_emu import cost
+    from algo_emu.specs import SPECS
+
+    assert all(s.price is not None for s in SPECS if s.training_rules)  # every shipped training rule has a price
+    bench = json.loads((REPO_ROOT / BENCHMARK).read_text())
+    cfg = load_config(REPO_ROOT / "config/config.yaml", gpu_check=False)
+    seen = []
+
+    def toy_price(pricer, rule, wc):
+        seen.append((rule, dict(wc), len(pricer.rows("heads")) > 0))
+        return 3600.0 * int(wc["n"]), 1
+
+    toy = dataclasses.replace(SPECS[0], section="toy", label="E9", training_rules=("toy_train",), price=toy_price)
+    bare = dataclasses.replace(toy, training_rules=("bare_train",), price=None)
+    monkeypatch.setattr(cost, "_PRICED_BY", {**cost._PRICED_BY, "toy_train": toy, "bare_train": bare})
+    monkeypatch.setattr(cost, "TRAINING_RULES", {**cost.TRAINING_RULES, "toy_train": "E9 toy", "bare_train": "E9 toy"})
+    lines = cost_block([("toy_train", {"n": "2"}), ("toy_train", {"n": "1"}), ("bare_train", {})], cfg,
+                       cpu_model=bench["environment"]["hardware"]["cpu_model"])
+    assert seen == [("toy_train", {"n": "2"}, True), ("toy_train", {"n": "1"}, True)]
+    assert "  E9 toy: 2 training jobs, 3 h" in lines
+    assert "  other jobs (data sets, tables, figures, report): 1, not priced" in lines
+    assert "  total on this machine: 3 h" in lines[-2]

@@ -10,6 +10,8 @@ data and compile warm-up of each training shape at the paper's scale, on one mac
   members) against the row's; plus the row's evaluation and data time scaled the same way, plus its warm-up;
 * a setting without a row of its own takes the nearest one (E1: interpolated in p, else the nearest H; E3: the
   nearest H of its mode); weight-blind jobs take their blind row's ratio to its model row;
+* each experiment prices its own training rules (``price`` of its spec, :mod:`algo_emu.specs`) with the helpers of
+  :class:`Pricer`; a new experiment adds no branch here;
 * every other job (data sets, tables, figures, the report) is counted, not priced (seconds each).
 
 The prediction holds for the benchmark's CPU only: on another CPU model the block says "no benchmark for this
@@ -22,7 +24,6 @@ Standard library only: the workflow imports it at parse time.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -33,15 +34,16 @@ BENCHMARK = Path("benchmarks/paper_scale.json")
 GPU_PROBE = Path("benchmarks/gpu_probe.json")
 #: Training rules, by the experiment whose benchmark rows price them.
 TRAINING_RULES = {rule: f"{s.label} {s.section}" for s in SPECS for rule in s.training_rules}
-#: E1's training rules (its spec's): the sweep's, and ours beyond the paper (variants, convergence check, converged table)
-HEADS_RULES = tuple(rule for s in SPECS if s.section == "heads" for rule in s.training_rules)
+#: Training rules -> the spec whose ``price`` prices them.
+_PRICED_BY = {rule: s for s in SPECS for rule in s.training_rules}
 
 
 def _hours(h: float) -> str:
     return f"{h:.3g} h" + (f" ({h * 60:.2g} min)" if h < 1 else "")
 
 
-def _interp(points: list[tuple[float, float]], x: float) -> float:
+def interp(points: list[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear in x through ``points`` (x, y), flat beyond the ends."""
     points = sorted(points)
     if len(points) == 1 or x <= points[0][0]:
         return points[0][1]
@@ -52,18 +54,20 @@ def _interp(points: list[tuple[float, float]], x: float) -> float:
 
 
 class Pricer:
-    """Seconds of one training job of ``cfg`` (validated, defaults filled) from the benchmark ``bench``."""
+    """Seconds of one training job of ``cfg`` (validated, defaults filled) from the benchmark ``bench``. Each
+    experiment's spec prices its own training rules (``Spec.price``) from the helpers here."""
 
     def __init__(self, bench: Mapping[str, Any], cfg: Mapping[str, Any]):
-        self.rows = list(bench["rows"].values())
+        self.all_rows = list(bench["rows"].values())
         self.cfg = cfg
         self.seeds = len(cfg["seeds"])
 
-    def _rows(self, experiment: str, role: str = "model") -> list[dict]:
-        return [r for r in self.rows if r["shape"]["experiment"] == experiment and r["shape"]["role"] == role]
+    def rows(self, experiment: str, role: str = "model") -> list[dict]:
+        """The benchmark rows of ``experiment`` (``role``: model or blind)."""
+        return [r for r in self.all_rows if r["shape"]["experiment"] == experiment and r["shape"]["role"] == role]
 
     @staticmethod
-    def _job(row: dict, steps: float, ratio: float, eval_ratio: float | None = None) -> float:
+    def rescale(row: dict, steps: float, ratio: float, eval_ratio: float | None = None) -> float:
         """``row``'s job rescaled: ``steps`` optimiser steps, an ensemble ``ratio`` times its own, evaluation and
         data ``eval_ratio`` times its own (default: ``ratio``)."""
         m = row["measured"]
@@ -71,9 +75,11 @@ class Pricer:
         return (steps * m["step_seconds"] * ratio + extra * (ratio if eval_ratio is None else eval_ratio)
                 + (m.get("warmup_seconds", 0.0) if m.get("compiled") else 0.0))
 
-    def _blind_ratio(self, experiment: str, key) -> float:
-        blind = [r for r in self._rows(experiment, "blind") if key(r)]
-        models = {key(r): r for r in self._rows(experiment)}
+    def blind_ratio(self, experiment: str, key) -> float:
+        """A weight-blind job's seconds over its model's, from the first blind row whose model row (same ``key``)
+        was measured; 1 without one."""
+        blind = [r for r in self.rows(experiment, "blind") if key(r)]
+        models = {key(r): r for r in self.rows(experiment)}
         if not blind or key(blind[0]) not in models:
             return 1.0
         b = blind[0]
@@ -82,88 +88,12 @@ class Pricer:
     def seconds(self, rule: str, wc: Mapping[str, str]) -> float:
         return self.job(rule, wc)[0]
 
-    def _heads_setting(self, rule: str, wc: Mapping[str, str]) -> tuple[dict, int, int, int]:
-        """(train params, H, p, seeds) of an E1 training job: the sweep's, a variant's, or a convergence candidate's
-        (its epochs, lr and schedule in place of the section's; the selection's seeds)."""
-        from algo_emu.experiments import heads_settings as hs  # (torch-free)
-
-        h = self.cfg["heads"]
-        if rule == "heads_variant_train":
-            v = hs.variant(h, wc["variant"])
-            return hs.variant_train_params(h, v["name"]), int(v["heads"]), int(v["p"]), len(v["seeds"])
-        if rule == "heads_convergence_train":
-            prm = hs.candidate_train_params(h, wc["candidate"], wc["budget"], "published")
-            return prm, int(wc["heads"]), int(wc["p"]), len(h["convergence"]["seeds"])
-        if rule == "heads_converged_train":
-            prm = hs.candidate_train_params(h, wc["candidate"], "x1", wc["protocol"])
-            return prm, int(wc["heads"]), int(wc["p"]), self.seeds
-        return h, int(wc["heads"]), int(wc["p"]), self.seeds
-
-    def _heads(self, h: Mapping[str, Any], H: int, p: int, seeds: int) -> tuple[float, int]:
-        """Seconds and steps of one E1 training job: ``seeds`` members at H heads and prompt length p, trained as
-        ``h`` (the heads train keys) says."""
-        rows = self._rows("heads")
-        same_h = [r for r in rows if r["shape"]["heads"] == H]
-        if not same_h:
-            H = min({r["shape"]["heads"] for r in rows}, key=lambda x: (abs(x - H), x))
-            same_h = [r for r in rows if r["shape"]["heads"] == H]
-        n_train = h["n_prompts"] - math.ceil(h["n_prompts"] * h["test_fraction"])
-        steps = math.ceil(n_train / h["batch_size"]) * h["epochs"]
-        ratio = seeds / same_h[0]["shape"]["seeds"]
-        row = same_h[0]["shape"]
-
-        def evals(epochs, every):  # evaluations of the held-out set per job (every `every` epochs, and the last)
-            return math.ceil(epochs / every) if every else 1
-        n_eval = (ratio * (h["n_prompts"] - n_train) / max(1, row["extra"].get("n_test") or 1)
-                  * evals(h["epochs"], h.get("eval_every")) / evals(row["epochs"], row["extra"].get("eval_every")))
-        return _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in same_h], p), steps
-
     def job(self, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
         """Seconds and optimiser steps (per member) of one job of training rule ``rule`` with wildcards ``wc``."""
-        c, S = self.cfg, self.seeds
-        if rule in HEADS_RULES:
-            return self._heads(*self._heads_setting(rule, wc))
-        if rule in ("theorem31_train", "theorem31_blind"):
-            t = c["theorem31"]
-            n_train = t["n_prompts"] - math.ceil(t["n_prompts"] * t["test_fraction"]) if t.get("test_fraction") \
-                else t["n_prompts"]
-            steps = math.ceil(n_train / t["batch_size"]) * t["epochs"]
-            rows = self._rows("theorem31")
-            ratio = S * len(t["fs"]) / rows[0]["shape"]["members"]  # members: seeds x functions
-            n_eval = ratio * (t["n_prompts"] - n_train or t["n_prompts"]) / max(
-                1, rows[0]["shape"]["extra"].get("n_test") or 1)
-            sec = _interp([(r["shape"]["p"], self._job(r, steps, ratio, n_eval)) for r in rows], int(wc["p"]))
-            return sec * (self._blind_ratio("theorem31", lambda r: r["shape"]["p"]) if rule.endswith("blind") else 1), steps
-        if rule in ("statistical_train", "statistical_train_blind"):
-            s = c["statistical"]
-            mode, H = wc["stat_mode"], int(wc["heads"])
-            rows = [r for r in self._rows("statistical") if r["shape"]["setting"]["mode"] == mode] \
-                or self._rows("statistical")
-            row = min(rows, key=lambda r: (abs(r["shape"]["heads"] - H), r["shape"]["heads"]))
-            steps = math.ceil(s["n_prompts"] / s["batch_size"]) * s["epochs"]
-            ratio = S / row["shape"]["seeds"]
-            n_eval = ratio * s["eval_prompts"] / max(1, row["shape"]["extra"].get("eval_prompts") or 1)
-            sec = self._job(row, steps, ratio, n_eval)
-            key = (lambda r: (r["shape"]["setting"]["mode"], r["shape"]["heads"]))
-            return sec * (self._blind_ratio("statistical", key) if rule.endswith("blind") else 1), steps
-        if rule in ("ames_train", "ames_train_blind"):
-            a = c["ames"]
-            role = "blind" if rule.endswith("blind") else "model"
-            rows = [r for r in self._rows("ames", role) if r["shape"]["setting"]["mode"] == wc["ames_mode"]] \
-                or self._rows("ames", role)
-            row = rows[0]
-            steps = row["shape"]["steps_per_epoch"] * row["shape"]["batch"] / a["batch_size"] * a["epochs"]
-            return self._job(row, steps, S / row["shape"]["seeds"]), round(steps)
-        if rule == "essay_train":
-            e = c["essay"]
-            variant = wc["evariant"]
-            what = "shallow" if variant == "shallow" else "main"
-            rows = [r for r in self._rows("essay") if r["shape"]["setting"]["what"] == what] or self._rows("essay")
-            steps = {"gaussian": e["train"]["steps"], "shallow": e["train"]["steps"],
-                     "narrow": e["narrow"]["finetune_steps"], "control": e["narrow"]["finetune_steps"]}.get(
-                variant, e["diversity"]["steps"])
-            return steps * rows[0]["measured"]["step_seconds"], steps
-        raise KeyError(rule)
+        spec = _PRICED_BY.get(rule)
+        if spec is None or spec.price is None:
+            raise KeyError(rule)
+        return spec.price(self, rule, wc)
 
 
 def gpu_line(root: Path = REPO_ROOT) -> str:

@@ -119,6 +119,9 @@ class Spec:
     paper_scale: Mapping[str, int] = field(default_factory=dict)  # the budgets the paper's numbers were made at
     reference_scale: Mapping[str, int] = field(default_factory=dict)  # config/reference.yaml's budgets
     training_rules: tuple[str, ...] = ()  # the rules its benchmark rows price (algo_emu.cost)
+    #: price(pricer, rule, wildcards) -> (seconds, optimiser steps per member) of one job of a training rule, from
+    #: the benchmark's rows (:class:`algo_emu.cost.Pricer`: pricer.cfg is the run's config)
+    price: Callable[..., tuple[float, int]] | None = None
     rule_files: tuple[str, ...] = ()  # its files under workflow/rules/ (default: <section>.smk)
     report: Report | None = None  # its section of the replication report
     module: str = ""  # its steps' module (STEPS), default algo_emu.experiments.<section>

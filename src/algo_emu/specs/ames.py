@@ -17,6 +17,18 @@ def check(section: Mapping, config: Mapping) -> None:
         raise ConfigError(f"ames.heads: {section['heads']} heads do not divide ames.hidden = {section['hidden']}")
 
 
+def price(pricer, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
+    """Seconds and steps of one training job from the benchmark row of its mode and role (model or blind), its
+    steps rescaled to the section's batch size and epochs."""
+    a = pricer.cfg["ames"]
+    role = "blind" if rule.endswith("blind") else "model"
+    rows = [r for r in pricer.rows("ames", role) if r["shape"]["setting"]["mode"] == wc["ames_mode"]] \
+        or pricer.rows("ames", role)
+    row = rows[0]
+    steps = row["shape"]["steps_per_epoch"] * row["shape"]["batch"] / a["batch_size"] * a["epochs"]
+    return pricer.rescale(row, steps, pricer.seeds / row["shape"]["seeds"]), round(steps)
+
+
 SPEC = Spec(
     check=check,
     section="ames", label="E4",
@@ -38,6 +50,7 @@ SPEC = Spec(
     paper_scale={"epochs": 300},
     reference_scale={"epochs": 30},
     training_rules=("ames_train", "ames_train_blind"),
+    price=price,
     report=Report("E4 -- Ames Housing (Appendix C.2)",
                   "algo_emu.experiments.ames_tables", ("ames.csv",)),
 )

@@ -36,6 +36,19 @@ def check(section: Mapping, config: Mapping) -> None:
         raise ConfigError("essay.seeds: null needs the top-level seeds")
 
 
+def price(pricer, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
+    """Seconds and steps of one training job: its variant's steps at the benchmark's seconds per step (the shallow
+    model's row for the shallow variant, the main model's for the others)."""
+    e = pricer.cfg["essay"]
+    variant = wc["evariant"]
+    what = "shallow" if variant == "shallow" else "main"
+    rows = [r for r in pricer.rows("essay") if r["shape"]["setting"]["what"] == what] or pricer.rows("essay")
+    steps = {"gaussian": e["train"]["steps"], "shallow": e["train"]["steps"],
+             "narrow": e["narrow"]["finetune_steps"], "control": e["narrow"]["finetune_steps"]}.get(
+        variant, e["diversity"]["steps"])
+    return steps * rows[0]["measured"]["step_seconds"], steps
+
+
 SPEC = Spec(
     check=check,
     section="essay", label="E6",
@@ -59,4 +72,5 @@ SPEC = Spec(
                (FIGURES + "essay_{icl,equivalences}.{pdf,png}",)),
     ),
     training_rules=("essay_train",),
+    price=price,
 )

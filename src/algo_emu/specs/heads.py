@@ -1,5 +1,6 @@
 """E1: attention emulating an attention head, the heads table (Theorem 4.1 ablation; workflow/rules/heads.smk)."""
 
+import math
 from typing import Mapping
 
 from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target, check_split
@@ -51,6 +52,47 @@ def check(heads: Mapping, config: Mapping) -> None:
                           f"heads.convergence.candidates (configured: {sorted(names)})")
 
 
+def _setting(pricer, rule: str, wc: Mapping[str, str]) -> tuple[Mapping, int, int, int]:
+    """(train params, H, p, seeds) of a training job: the sweep's, a variant's, or a convergence candidate's (its
+    epochs, lr and schedule in place of the section's; the selection's seeds)."""
+    from algo_emu.experiments import heads_settings as hs  # (torch-free)
+
+    h = pricer.cfg["heads"]
+    if rule == "heads_variant_train":
+        v = hs.variant(h, wc["variant"])
+        return hs.variant_train_params(h, v["name"]), int(v["heads"]), int(v["p"]), len(v["seeds"])
+    if rule == "heads_convergence_train":
+        prm = hs.candidate_train_params(h, wc["candidate"], wc["budget"], "published")
+        return prm, int(wc["heads"]), int(wc["p"]), len(h["convergence"]["seeds"])
+    if rule == "heads_converged_train":
+        prm = hs.candidate_train_params(h, wc["candidate"], "x1", wc["protocol"])
+        return prm, int(wc["heads"]), int(wc["p"]), pricer.seeds
+    return h, int(wc["heads"]), int(wc["p"]), pricer.seeds
+
+
+def price(pricer, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
+    """Seconds and steps of one training job: its seeds as members at H heads and prompt length p, trained as its
+    params say; the benchmark's rows at the same H (else the nearest H), interpolated in p."""
+    from algo_emu.cost import interp
+
+    h, H, p, seeds = _setting(pricer, rule, wc)
+    rows = pricer.rows("heads")
+    same_h = [r for r in rows if r["shape"]["heads"] == H]
+    if not same_h:
+        H = min({r["shape"]["heads"] for r in rows}, key=lambda x: (abs(x - H), x))
+        same_h = [r for r in rows if r["shape"]["heads"] == H]
+    n_train = h["n_prompts"] - math.ceil(h["n_prompts"] * h["test_fraction"])
+    steps = math.ceil(n_train / h["batch_size"]) * h["epochs"]
+    ratio = seeds / same_h[0]["shape"]["seeds"]
+    row = same_h[0]["shape"]
+
+    def evals(epochs, every):  # evaluations of the held-out set per job (every `every` epochs, and the last)
+        return math.ceil(epochs / every) if every else 1
+    n_eval = (ratio * (h["n_prompts"] - n_train) / max(1, row["extra"].get("n_test") or 1)
+              * evals(h["epochs"], h.get("eval_every")) / evals(row["epochs"], row["extra"].get("eval_every")))
+    return interp([(r["shape"]["p"], pricer.rescale(r, steps, ratio, n_eval)) for r in same_h], p), steps
+
+
 SPEC = Spec(
     check=check,
     section="heads", label="E1",
@@ -81,6 +123,7 @@ SPEC = Spec(
     paper_scale={"n_prompts": 50_000, "epochs": 50},
     reference_scale={"n_prompts": 50_000, "epochs": 10},
     training_rules=("heads_train", "heads_variant_train", "heads_convergence_train", "heads_converged_train"),
+    price=price,
     rule_files=("heads.smk", "heads_converged.smk"),
     report=Report("E1 -- attention emulating an attention head (Theorem 4.1 ablation; the headline table)",
                   "algo_emu.experiments.heads_tables",

@@ -1,6 +1,7 @@
 """E3: statistical algorithms (lasso, ridge, least squares, GD) from the prompt, Appendix C.1
 (workflow/rules/statistical.smk)."""
 
+import math
 from typing import Mapping
 
 from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target
@@ -30,6 +31,22 @@ def check(section: Mapping, config: Mapping) -> None:
             seen[canon] = name
 
 
+def price(pricer, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
+    """Seconds and steps of one training job from the benchmark row of its mode at the nearest H; the weight-blind
+    baseline's scaled by its measured ratio to the model's."""
+    s = pricer.cfg["statistical"]
+    mode, H = wc["stat_mode"], int(wc["heads"])
+    rows = [r for r in pricer.rows("statistical") if r["shape"]["setting"]["mode"] == mode] \
+        or pricer.rows("statistical")
+    row = min(rows, key=lambda r: (abs(r["shape"]["heads"] - H), r["shape"]["heads"]))
+    steps = math.ceil(s["n_prompts"] / s["batch_size"]) * s["epochs"]
+    ratio = pricer.seeds / row["shape"]["seeds"]
+    n_eval = ratio * s["eval_prompts"] / max(1, row["shape"]["extra"].get("eval_prompts") or 1)
+    sec = pricer.rescale(row, steps, ratio, n_eval)
+    key = (lambda r: (r["shape"]["setting"]["mode"], r["shape"]["heads"]))
+    return sec * (pricer.blind_ratio("statistical", key) if rule.endswith("blind") else 1), steps
+
+
 SPEC = Spec(
     check=check,
     section="statistical", label="E3",
@@ -54,6 +71,7 @@ SPEC = Spec(
     paper_scale={"n_prompts": 50_000, "epochs": 300},
     reference_scale={"n_prompts": 5_000, "epochs": 20},
     training_rules=("statistical_train", "statistical_train_blind"),
+    price=price,
     report=Report("E3 -- statistical algorithms from the prompt (Appendix C.1)",
                   "algo_emu.experiments.statistical_tables", ("statistical_emulation.csv",)),
 )

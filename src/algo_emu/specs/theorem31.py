@@ -1,6 +1,7 @@
 """E2: one softmax head emulating f(w^T x - y) x, Theorem 3.1, and the GD step of Corollary 3.1.2
 (workflow/rules/theorem31.smk)."""
 
+import math
 from typing import Mapping
 
 from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target, check_split
@@ -14,6 +15,22 @@ def check(section: Mapping, config: Mapping) -> None:
         if p < section["n_tokens"]:
             raise ConfigError(f"theorem31.p_sweep: p = {p} is smaller than theorem31.n_tokens = {section['n_tokens']}")
     check_split("theorem31", section["n_prompts"], section["test_fraction"])
+
+
+def price(pricer, rule: str, wc: Mapping[str, str]) -> tuple[float, int]:
+    """Seconds and steps of one training job (seeds x functions as members), interpolated in p; the weight-blind
+    baseline's scaled by its measured ratio to the model's."""
+    from algo_emu.cost import interp
+
+    t = pricer.cfg["theorem31"]
+    n_train = t["n_prompts"] - math.ceil(t["n_prompts"] * t["test_fraction"]) if t.get("test_fraction") \
+        else t["n_prompts"]
+    steps = math.ceil(n_train / t["batch_size"]) * t["epochs"]
+    rows = pricer.rows("theorem31")
+    ratio = pricer.seeds * len(t["fs"]) / rows[0]["shape"]["members"]  # members: seeds x functions
+    n_eval = ratio * (t["n_prompts"] - n_train or t["n_prompts"]) / max(1, rows[0]["shape"]["extra"].get("n_test") or 1)
+    sec = interp([(r["shape"]["p"], pricer.rescale(r, steps, ratio, n_eval)) for r in rows], int(wc["p"]))
+    return sec * (pricer.blind_ratio("theorem31", lambda r: r["shape"]["p"]) if rule.endswith("blind") else 1), steps
 
 
 SPEC = Spec(
@@ -41,6 +58,7 @@ SPEC = Spec(
     paper_scale={"n_prompts": 50_000, "epochs": 100},
     reference_scale={"n_prompts": 5_000, "epochs": 30},
     training_rules=("theorem31_train", "theorem31_blind"),
+    price=price,
     report=Report("E2 -- one softmax head emulating f(w^T x - y) x (Theorem 3.1)",
                   "algo_emu.experiments.theorem31_tables", ("f_emulation.csv", "f_gd_step.csv")),
 )
