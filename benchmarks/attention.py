@@ -60,8 +60,8 @@ def shapes(cfg: dict) -> list[dict]:
     # E4: one token per prompt, hidden width from the data (the packaged Ames copy: 552 / 550 features)
     h4 = int(math.ceil(552 / ap["heads"]) * ap["heads"])
     if h4 // ap["heads"] < 16:
-        rows.append(dict(key=f"E4 corrected p={ap['total_tokens']}", E=S, d_in=552, d_out=1, n=1, h=h4, H=ap["heads"],
-                         p=ap["total_tokens"], B=ap["batch_size"], keep=None))
+        rows.append(dict(key=f"E4 corrected p={ap['p']}", E=S, d_in=552, d_out=1, n=1, h=h4, H=ap["heads"],
+                         p=ap["p"], B=ap["batch_size"], keep=None))
     return rows
 
 

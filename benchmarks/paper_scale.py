@@ -135,8 +135,8 @@ def build_rows(cfg: dict) -> list[Row]:
         # corrected tokens [x; 1; w; b] (2F + 2) -> blind [x; 1]; reference_code [x; w] (2F) -> blind [x]
         blind_d = (d_in - 2) // 2 + 1 if mode == "corrected" else d_in // 2
         for role, width in (("model", d_in), ("blind", blind_d)):
-            rows.append(Row(f"E4 {mode}{' blind' if role == 'blind' else ''} p={ap['total_tokens']}", "ames", role,
-                            {"mode": mode}, S, width, [1] * S, 1, h, ap["heads"], ap["total_tokens"], ap["batch_size"],
+            rows.append(Row(f"E4 {mode}{' blind' if role == 'blind' else ''} p={ap['p']}", "ames", role,
+                            {"mode": mode}, S, width, [1] * S, 1, h, ap["heads"], ap["p"], ap["batch_size"],
                             None, spe4, ap["epochs"], 1, bool(ap.get("compile")), S, {"shape_from": src}))
     # E6 -------------------------------------------------------------------------------------------
     ep = cfg["essay"]

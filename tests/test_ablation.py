@@ -49,7 +49,7 @@ class ToyTask:
 def _train(task, d_in: int, name: str) -> EnsembleEmulator:
     torch.manual_seed(0)
     model = EnsembleEmulator([torch_stream(0, "toy", name, m.name) for m in task.members], d_in=d_in, d_out=1,
-                             n_tokens=T, hidden=16, heads=1, total_tokens=T, attention="matmul")
+                             n_tokens=T, hidden=16, heads=1, p=T, attention="matmul")
     train_ensemble(model, task, TrainConfig(epochs=40, batch_size=32, lr=1e-2, stream="toy/shuffle"))
     return model.eval()
 
@@ -190,7 +190,7 @@ def test_ablation_of_a_model_without_weights_is_an_error():
 
 
 def test_budget_mismatch_is_an_error_naming_the_key():
-    params = {"epochs": 10, "n_prompts": 100, "batch_size": 32, "lr": 1e-3, "hidden": 16, "heads": 1, "total_tokens": 8}
+    params = {"epochs": 10, "n_prompts": 100, "batch_size": 32, "lr": 1e-3, "hidden": 16, "heads": 1}
     model = ab.budget(params, p=8)
     ab.check_budget(model, dict(model))
     with pytest.raises(ValueError, match=r"differs from the model's: epochs: model 10, baseline 5$"):

@@ -29,7 +29,7 @@ from algo_emu.train import TrainConfig, train_ensemble
 ROOT = Path(__file__).resolve().parents[1]
 AMES = schema_defaults("ames")  # the section as a loaded config gives it to a step
 TINY = AMES | {"source": "packaged", "cv_folds": 2, "ridge_n_alphas": 5, "lasso_n_alphas": 5, "heads": 2,
-               "total_tokens": 4, "hidden": 8, "epochs": 1, "batch_size": 512, "pool_bootstraps": 3,
+               "p": 4, "hidden": 8, "epochs": 1, "batch_size": 512, "pool_bootstraps": 3,
                "pool_heldout_bootstraps": 2, "pool_n_alphas": 3, "pool_pairs_per_row": 2, "pool_eval_pairs_per_row": 2}
 
 
@@ -275,8 +275,8 @@ def test_hidden_width_layout_and_config_checks():
         validate_section("ames", {"hidden": 60})
     with pytest.raises(ConfigError, match=r"ames.modes.0: 'published' is not one of \['corrected', 'reference_code'\]"):
         validate_section("ames", {"modes": ["published"]})
-    with pytest.raises(ConfigError, match="ames.total_tokens: 0 is less than the minimum of 1"):
-        validate_section("ames", {"total_tokens": 0})
+    with pytest.raises(ConfigError, match="ames.p: 0 is less than the minimum of 1"):
+        validate_section("ames", {"p": 0})
 
 
 def test_padded_ensemble_member_equals_its_standalone_run():

@@ -36,6 +36,7 @@ def test_empty_config_takes_paper_defaults(tmp_path):
         ({"heads": {"epoch": 3}}, r"^heads.epoch: unknown key \(did you mean heads.epochs\?\)$"),
         ({"heads": {"hiden_width": 3}}, r"^heads.hiden_width: unknown key$"),
         ({"seedz": [1]}, r"^seedz: unknown key \(did you mean seeds\?\)$"),
+        ({"ames": {"total_tokens": 100}}, r"^ames.total_tokens: unknown key \(renamed ames.p\)$"),
         ({"heads": {"heads_sweep": [1, 5]}}, r"heads.heads_sweep: 5 heads do not divide heads.hidden = 48"),
         ({"heads": {"p_sweep": [10, 30]}}, r"heads.p_sweep: p = 10 is smaller than heads.n_tokens = 20"),
         ({"heads": {"target": "rows"}}, r"heads.target: 'rows' is not one of"),

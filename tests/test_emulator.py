@@ -18,7 +18,7 @@ def _gens(k, base=0):
 @pytest.mark.parametrize("heads,p", [(1, 60), (4, 60), (12, 60), (1, 20), (6, 33)])
 def test_forward_equals_plain_full_p_block(attention, heads, p):
     model = EnsembleEmulator(_gens(3), d_in=24, d_out=[48, 48, 24], n_tokens=20, hidden=48, heads=heads,
-                             total_tokens=p, dtype=torch.float64, attention=attention)
+                             p=p, dtype=torch.float64, attention=attention)
     with torch.no_grad():  # make the learnable gain and appended tokens non-trivial
         model.gain.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(9))
         model.ext.add_(0.1 * torch.randn(model.ext.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64))
@@ -32,7 +32,7 @@ def test_forward_equals_plain_full_p_block(attention, heads, p):
 
 
 def test_init_matches_protocol():
-    model = EnsembleEmulator(_gens(2), d_in=5, d_out=4, n_tokens=3, hidden=8, heads=2, total_tokens=7)
+    model = EnsembleEmulator(_gens(2), d_in=5, d_out=4, n_tokens=3, hidden=8, heads=2, p=7)
     assert torch.equal(model.gain, torch.ones(2, 3, 8))
     torch.testing.assert_close(model.ext[1, :, 0], torch.linspace(-1, 1, 4))
     assert torch.equal(model.ext[:, :, 0:1].expand(-1, -1, 8), model.ext)  # every channel of token k equal
@@ -49,17 +49,17 @@ def test_member_does_not_depend_on_its_neighbours():
 
 @pytest.mark.parametrize(
     "kwargs,match",
-    [({"heads": 5}, "heads=5 must divide hidden=12"), ({"total_tokens": 3}, "must be >= n_tokens"),
+    [({"heads": 5}, "heads=5 must divide hidden=12"), ({"p": 3}, "p=3 must be >= n_tokens"),
      ({"attention": "flash"}, "unknown implementation")],
 )
 def test_bad_shapes_raise(kwargs, match):
-    args = dict(d_in=2, d_out=2, n_tokens=4, hidden=12, heads=2, total_tokens=6) | kwargs
+    args = dict(d_in=2, d_out=2, n_tokens=4, hidden=12, heads=2, p=6) | kwargs
     with pytest.raises(ValueError, match=match):
         EnsembleEmulator(_gens(1), **args)
 
 
 def test_wrong_input_shape_is_named():
-    model = EnsembleEmulator(_gens(2), d_in=3, d_out=2, n_tokens=4, hidden=4, heads=1, total_tokens=6)
+    model = EnsembleEmulator(_gens(2), d_in=3, d_out=2, n_tokens=4, hidden=4, heads=1, p=6)
     with pytest.raises(ValueError, match="does not match"):
         model(torch.zeros(2, 1, 5, 3))
 
@@ -91,7 +91,7 @@ def test_kept_queries_equal_full_forward_then_slice(attention, heads, keep):
     """forward(x, keep) (queries of the kept tokens only) = forward(x)[:, :, keep] = the plain block, in
     value and in every parameter's gradient, at float64 tolerance."""
     model = EnsembleEmulator(_gens(3), d_in=5, d_out=[1, 2, 1], n_tokens=9, hidden=24, heads=heads,
-                             total_tokens=14, dtype=torch.float64, attention=attention)
+                             p=14, dtype=torch.float64, attention=attention)
     with torch.no_grad():
         model.gain.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(9))
         model.ext.add_(0.1 * torch.randn(model.ext.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64))
@@ -129,7 +129,7 @@ def test_published_readout_equals_the_plain_block_then_a_second_linear(attention
     map (float64), the kept-query forward equals the sliced full one, and a member's padded output columns stay zero.
     Stacking two such ensembles and copying back is exact; mixing read-outs is refused."""
     gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
-    model = EnsembleEmulator(gens, d_in=5, d_out=[1, 2, 1], n_tokens=4, hidden=12, heads=3, total_tokens=9,
+    model = EnsembleEmulator(gens, d_in=5, d_out=[1, 2, 1], n_tokens=4, hidden=12, heads=3, p=9,
                              dtype=torch.float64, attention=attention, readout_hidden=12)
     assert model.w_o.shape == (3, 12, 12) and model.w_r.shape == (3, 12, 2) and model.o_width == 12
     x = torch.randn(3, 7, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -143,14 +143,14 @@ def test_published_readout_equals_the_plain_block_then_a_second_linear(attention
         assert torch.allclose(model(x, keep=slice(1, 3)), y[:, :, 1:3], atol=1e-12, rtol=0)
     # the same generator streams without the second map give another model: the read-out is a real change
     plain = EnsembleEmulator([torch.Generator().manual_seed(s) for s in (1, 2, 3)], d_in=5, d_out=[1, 2, 1],
-                             n_tokens=4, hidden=12, heads=3, total_tokens=9, dtype=torch.float64, attention=attention)
+                             n_tokens=4, hidden=12, heads=3, p=9, dtype=torch.float64, attention=attention)
     assert not hasattr(plain, "w_r") and plain.o_width == 2
     both = EnsembleEmulator.stacked([model, model])
     copy = EnsembleEmulator([torch.Generator() for _ in range(3)], d_in=5, d_out=[1, 2, 1], n_tokens=4, hidden=12,
-                            heads=3, total_tokens=9, dtype=torch.float64, attention=attention, readout_hidden=12)
+                            heads=3, p=9, dtype=torch.float64, attention=attention, readout_hidden=12)
     both.unstack([model, copy])
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), copy.parameters()))
     with pytest.raises(ValueError, match="readout_hidden"):
         EnsembleEmulator.stacked([model, plain])
     with pytest.raises(ValueError, match="readout_hidden must be >= 1"):
-        EnsembleEmulator(gens, d_in=5, d_out=1, n_tokens=4, hidden=12, heads=3, total_tokens=9, readout_hidden=0)
+        EnsembleEmulator(gens, d_in=5, d_out=1, n_tokens=4, hidden=12, heads=3, p=9, readout_hidden=0)

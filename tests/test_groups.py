@@ -73,7 +73,7 @@ def _stat_jobs(params, mode, seeds):
     for blind in (False, True):
         meta = e3.model_meta(params, mode, 2, seeds, blind)
         gens = [torch_stream(s, "statistical", "init_blind" if blind else "init", mode) for s in seeds]
-        model = EnsembleEmulator(gens, meta["d_in"], 1, meta["n_tokens"], meta["hidden"], 2, meta["total_tokens"], dtype=F64)
+        model = EnsembleEmulator(gens, meta["d_in"], 1, meta["n_tokens"], meta["hidden"], 2, meta["p"], dtype=F64)
         jobs.append(Job(model, ab.WeightBlindTask(task, e3.prompt_layout(params, mode)) if blind else task, cfg,
                         {"blind": blind}, seeds))
     return jobs

@@ -37,7 +37,7 @@ RULE_STEPS = {
     "heads_aggregate": ("heads", "aggregate", None),
     "heads_fit": ("heads", "fit", None),
     "theorem31_train": ("theorem31", "train", None),
-    "theorem31_blind": ("theorem31", "train", None),
+    "theorem31_train_blind": ("theorem31", "train", None),
     "theorem31_aggregate": ("theorem31", "aggregate", None),
     "statistical_data": ("statistical", "data", None),
     "statistical_train": ("statistical", "train", None),
@@ -267,7 +267,7 @@ def test_grouped_jobs_replace_the_per_setting_training_jobs(finished_grouped):
     assert sorted(r for r in rules if r.startswith("heads_train")) == [
         "heads_train_group_H1_p4", "heads_train_group_H1_p8", "heads_train_group_H2_p8", "heads_train_group_H4_p8"]
     assert rules.count("theorem31_train_group") == 2 and rules.count("statistical_train_group") == 4
-    assert not {"heads_train", "theorem31_train", "theorem31_blind", "statistical_train", "statistical_train_blind"} & set(rules)
+    assert not {"heads_train", "theorem31_train", "theorem31_train_blind", "statistical_train", "statistical_train_blind"} & set(rules)
     outputs = {rule: out for rule, _wc, _reason, out in finished_grouped[3]}
     assert sorted(outputs["heads_train_group_H2_p8"]) == sorted(
         f"results/heads/{protocol}/runs/H2_p8/{f}" for protocol in ("published", "independent")

@@ -71,6 +71,22 @@ def test_frozen_evaluation_leaves_parameters_bit_identical(params, tmp_path, mod
     assert out[0]["timing"]["eval_seconds"] > 0 and out[0]["timing"]["train"]["epoch_seconds"]  # one timing shape
 
 
+def test_a_frozen_file_written_under_the_old_name_of_p_loads(params, tmp_path):
+    """Frozen files written before the prompt length was named p everywhere hold it as ``total_tokens`` in their
+    meta; they load as they are (the file is not rewritten: its checksum still matches its sidecar)."""
+    from algo_emu.frozen import save_frozen
+
+    path = tmp_path / "model.pt"
+    e3.train_setting(params, "reference_code", 1, [0], path, None, "cpu", 1)
+    model, info = load_frozen(path, e3.build_model)
+    old = dict(info["meta"])
+    old["total_tokens"] = old.pop("p")
+    save_frozen(tmp_path / "old.pt", model, old)
+    assert "p" not in torch.load(tmp_path / "old.pt", weights_only=True)["meta"]
+    again, _ = load_frozen(tmp_path / "old.pt", e3.build_model)
+    assert again.p == model.p == params["p"] and parameter_digest(again) == parameter_digest(model)
+
+
 def test_frozen_detects_a_changed_parameter_and_a_tampered_file(params, tmp_path):
     path = tmp_path / "model.pt"
     e3.train_setting(params, "reference_code", 1, [0], path, None, "cpu", 1)

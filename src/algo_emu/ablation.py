@@ -301,7 +301,7 @@ class WeightBlindTask:
 
 def budget(params: Mapping, **overrides) -> dict:
     """The training budget (:data:`BUDGET_KEYS`) of a run: from ``params``, with ``overrides`` for keys
-    an experiment stores under another name (e.g. ``p=total_tokens``). A missing key -> ValueError."""
+    an experiment stores under another name (e.g. ``p`` for a prompt length a step was given apart from its section). A missing key -> ValueError."""
     src = dict(params) | overrides
     missing = [k for k in BUDGET_KEYS if k not in src]
     if missing:

@@ -179,13 +179,17 @@ def _unknown_keys(key: str, instance: dict, schema: dict) -> list[str]:
     import difflib
 
     known = list(schema.get("properties", {}))
+    # a renamed key names its new name (``x-formerly: <old name>`` on the new key in the schema)
+    renamed = {v["x-formerly"]: k for k, v in schema.get("properties", {}).items() if isinstance(v, dict)
+               and "x-formerly" in v}
     patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
     lines = []
     for name in instance:
         if name in known or any(p.search(str(name)) for p in patterns):
             continue
-        near = difflib.get_close_matches(str(name), known, n=1)
-        hint = f" (did you mean {'.'.join(k for k in (key, near[0]) if k)}?)" if near else ""
+        near = [renamed[name]] if name in renamed else difflib.get_close_matches(str(name), known, n=1)
+        hint = (f" (renamed {'.'.join(k for k in (key, near[0]) if k)})" if name in renamed else
+                f" (did you mean {'.'.join(k for k in (key, near[0]) if k)}?)" if near else "")
         lines.append(f"{'.'.join(k for k in (key, str(name)) if k)}: unknown key{hint}")
     return lines
 

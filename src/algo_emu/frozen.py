@@ -68,7 +68,10 @@ def load_frozen(path: str | Path, build: Callable[[dict], torch.nn.Module],
                                f"({str(info.get('sha256'))[:12]}...); retrain it")
     with open(path, "rb") as fh:  # opened read-only
         blob = torch.load(fh, map_location="cpu", weights_only=True)
-    model = build(blob["meta"])
+    meta = dict(blob["meta"])
+    if "total_tokens" in meta:  # written before the prompt length was called p everywhere
+        meta.setdefault("p", meta.pop("total_tokens"))
+    model = build(meta)
     model.load_state_dict(blob["state_dict"], strict=True)
     model.requires_grad_(False)
     model.eval()

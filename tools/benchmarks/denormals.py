@@ -72,7 +72,7 @@ def _ames_task(mode: str, ames_dir: Path, device):
     g = member_groups(d_ins, ap["heads"], ap["hidden"])[0]
     seeds = [s for s, _ in g["members"]]
     task = AmesTask([per[s][0] for s in seeds], [per[s][1] for s in seeds], seeds, mode, g["d_in"], device)
-    model = build_group(g, ap["heads"], ap["total_tokens"], ap.get("attention", "auto"), mode=mode).to(device)
+    model = build_group(g, ap["heads"], ap["p"], ap.get("attention", "auto"), mode=mode).to(device)
     return task, model, {"group": g, "data": "real training tokens (" + str(ames_dir) + ")"}
 
 

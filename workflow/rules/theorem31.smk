@@ -53,7 +53,7 @@ if not GROUPED:
 
     # The weight-blind baseline of each p: the same job as theorem31_train (resources, shell) with `blind`
     # (tokens [x_i; y_i] without w), its own outputs, checkpoint, log and benchmark.
-    use rule theorem31_train as theorem31_blind with:
+    use rule theorem31_train as theorem31_train_blind with:
         output:
             expand("results/theorem31/blind/p{{p}}/seed{seed}/metrics.json", seed=SEEDS),
             model="results/theorem31/blind/p{p}/model.pt",
@@ -62,9 +62,9 @@ if not GROUPED:
                 params=step_cfg("theorem31", "train"), p=int(wc.p), seeds=SEEDS, device_spec=DEVICE, blind=True,
                 out_dir=f"results/theorem31/blind/p{wc.p}", checkpoint=f"results/theorem31/checkpoints/blind_p{wc.p}.pt"),
         log:
-            "logs/theorem31/blind_p{p}.log",
+            "logs/theorem31/train_blind_p{p}.log",
         benchmark:
-            "results/benchmarks/theorem31_blind_p{p}.tsv"
+            "results/benchmarks/theorem31_train_blind_p{p}.tsv"
 
 else:
     # One job per shape group (algo_emu.grouping): p's model and its weight-blind baseline as one ensemble

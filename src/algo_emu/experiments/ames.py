@@ -15,7 +15,7 @@ arguments of the step's function in :data:`STEPS`; the Snakemake rules in workfl
   figure     results/figures/ames.{pdf,png} and ames_ablation.{pdf,png}
 
 The emulator (the published code at commit 6d39297; Appendix C.2): one token per prompt (n = 1),
-the project's block (emulator.py) with p = ``total_tokens``, H = ``heads``, h = the token width rounded
+the project's block (emulator.py) with p = ``p``, H = ``heads``, h = the token width rounded
 up to a multiple of H (``hidden: auto``; the paper's h = 2F) and ``d_out = 1``. The paper puts a
 Linear(h -> 1) read-out after a block whose output projection is Linear(h -> h); two affine maps compose
 to one affine map h -> 1, so the block's own output projection with d_out = 1 spans exactly the same
@@ -54,7 +54,7 @@ log = logging.getLogger("algo_emu.ames")
 #: The keys the train step reads, declared once in algo_emu.experiments.step_keys (the rule passes exactly these).
 TRAIN_KEYS: tuple[str, ...] = _reads("ames", "train").keys
 #: Keys that change the trained numbers (the checkpoint fingerprint and the run hash).
-RESULT_KEYS: tuple[str, ...] = ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "attention")
+RESULT_KEYS: tuple[str, ...] = ("heads", "p", "hidden", "epochs", "batch_size", "lr", "attention")
 
 #: Built-in ablations per prompt set: every prompt of an algorithm set carries the same weights,
 #: so ``other_prompt`` is the identity there; they get ``other_algorithm`` (donor) instead.
@@ -86,7 +86,7 @@ def _placeholder(k: int) -> list[torch.Generator]:
     return [torch_stream(0, "ames", "placeholder", i) for i in range(k)]
 
 
-def build_group(group: Mapping, heads: int, total_tokens: int, attention: str = "auto", mode: str | None = None,
+def build_group(group: Mapping, heads: int, p: int, attention: str = "auto", mode: str | None = None,
                 dtype: torch.dtype = torch.float32, blind: bool = False) -> EnsembleEmulator:
     """One ensemble of a group. With ``mode``, member e is initialised exactly as a stand-alone
     emulator of its own token width from ``torch_stream(seed, "ames", mode, "init")`` (the weight-blind
@@ -94,26 +94,26 @@ def build_group(group: Mapping, heads: int, total_tokens: int, attention: str = 
     values are placeholders (to be overwritten by a state dict)."""
     members = group["members"]
     model = EnsembleEmulator(_placeholder(len(members)), d_in=group["d_in"], d_out=1, n_tokens=1,
-                             hidden=group["hidden"], heads=heads, total_tokens=total_tokens, dtype=dtype,
+                             hidden=group["hidden"], heads=heads, p=p, dtype=dtype,
                              attention=attention)
     if mode is None:
         return model
     for e, (seed, d_in) in enumerate(members):
-        ragged.embed(model, e, standalone(seed, d_in, group["hidden"], heads, total_tokens, mode, dtype, blind), d_in)
+        ragged.embed(model, e, standalone(seed, d_in, group["hidden"], heads, p, mode, dtype, blind), d_in)
     return model
 
 
-def standalone(seed: int, d_in: int, hidden: int, heads: int, total_tokens: int, mode: str,
+def standalone(seed: int, d_in: int, hidden: int, heads: int, p: int, mode: str,
                dtype: torch.dtype = torch.float32, blind: bool = False) -> EnsembleEmulator:
     """The emulator (or weight-blind baseline) of one seed at its own token width (a one-member ensemble)."""
     gen = torch_stream(seed, "ames", mode, *(("blind",) if blind else ()), "init")
     return EnsembleEmulator([gen], d_in=d_in, d_out=1, n_tokens=1,
-                            hidden=hidden, heads=heads, total_tokens=total_tokens, dtype=dtype)
+                            hidden=hidden, heads=heads, p=p, dtype=dtype)
 
 
 def build_frozen(meta: Mapping) -> torch.nn.ModuleList:
     """Rebuild the (untrained) module of a frozen file from its meta (see :func:`train_mode`)."""
-    return torch.nn.ModuleList([build_group(g, meta["heads"], meta["total_tokens"], meta.get("attention", "auto"))
+    return torch.nn.ModuleList([build_group(g, meta["heads"], meta["p"], meta.get("attention", "auto"))
                                 for g in meta["groups"]])
 
 
@@ -178,14 +178,14 @@ def train_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], f
         gseeds = [s for s, _ in g["members"]]
         task = AmesTask([per_seed[s][0] for s in gseeds], [per_seed[s][1] for s in gseeds], gseeds, mode, g["d_in"],
                         runner.device)
-        model = build_group(g, section["heads"], section["total_tokens"], section["attention"], mode=mode,
+        model = build_group(g, section["heads"], section["p"], section["attention"], mode=mode,
                             blind=blind).to(runner.device)
         ckpt = Path(checkpoint_dir) / f"{'blind_' if blind else ''}h{g['hidden']}.pt" if checkpoint_dir else None
         log.info("%s%s: group h=%d, d_in=%d, seeds %s (%d training prompts each) on %s", mode,
                  " weight-blind" if blind else "", g["hidden"], g["d_in"], gseeds, task.n_train, runner.device)
         res = runner.train(model, task, cfg, run_params, ckpt, fingerprint_extra={"group": g, "inputs": {s: inputs[s] for s in gseeds}})
         models.append(model.to("cpu"))
-        budgets[str(g["hidden"])] = abl.budget(section, n_prompts=int(task.n_train), p=section["total_tokens"],
+        budgets[str(g["hidden"])] = abl.budget(section, n_prompts=int(task.n_train), p=section["p"],
                                                hidden=int(g["hidden"]))
         for e, s in enumerate(gseeds):
             history[s] = [{"epoch": h["epoch"], "train_loss": h["train_loss"][e]} for h in res.history]
@@ -193,7 +193,7 @@ def train_mode(mode: str, seeds: Sequence[int], prepared_paths: Sequence[str], f
                                 "resumed_from_epoch": res.resumed_from,
                                 "epoch_seconds": [h["seconds"] for h in res.history]}
     meta = {"experiment": "ames", "mode": mode, "weight_blind": blind, "heads": section["heads"],
-            "total_tokens": section["total_tokens"],
+            "p": section["p"],
             "attention": models[0].resolved_attention(next(models[0].parameters()).device), "groups": groups,
             "seeds": [int(s) for s in seeds]}
     extra = {**runner.provenance(run_params), "inputs": {str(s): v for s, v in inputs.items()},

@@ -131,7 +131,7 @@ def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | N
         "log price for every algorithm, so the weights cannot matter there by construction and algorithm_mse is "
         "the intercept-free prediction's error."
         f"{_lasso_note(runs)} Data: {data_provenance(metrics)}; {n_tr} training / {n_te} test rows per seed. "
-        f"Emulator: n = 1 token, p = {section['total_tokens']}, H = {section['heads']}, h = {hidden}, d_out = 1; "
+        f"Emulator: n = 1 token, p = {section['p']}, H = {section['heads']}, h = {hidden}, d_out = 1; "
         f"{section['epochs']} epochs, batch {section['batch_size']}, Adam lr {section['lr']}. Frozen parameters (emulator and "
         f"baseline) bit-identical before and after evaluation: {bool(runs.bit_identical.all())}. Device: {devices}."
     )
@@ -151,7 +151,7 @@ def ablation_caption(ablations: pd.DataFrame, metrics: Sequence[dict]) -> str:
         "normal draws rescaled to the prompt's own norm per block; zeros: all weights zero. A model that reads the "
         "weights gets much worse under ablation than 'none'; one that ignores them scores the same. "
         "mse_over_blind = mse_mean / weight_blind's mse_mean. "
-        f"p = {section['total_tokens']}, H = {section['heads']}, {section['epochs']} epochs."
+        f"p = {section['p']}, H = {section['heads']}, {section['epochs']} epochs."
     )
 
 

@@ -200,7 +200,7 @@ class _Setting:
         return EnsembleEmulator(
             [torch_stream(m.seed, "heads", "init", m.name) for m in task.members],
             d_in=params["d"], d_out=task.d_outs, n_tokens=params["n_tokens"], hidden=params["hidden"], heads=self.H,
-            total_tokens=self.p, attention=params["attention"],
+            p=self.p, attention=params["attention"],
         )
 
     def write(self, run: Runner, result, out_dir: str | Path) -> dict[int, dict]:

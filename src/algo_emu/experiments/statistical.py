@@ -136,7 +136,7 @@ def model_meta(params: dict, mode: str, H: int, seeds: list[int], blind: bool = 
     width = prompt_layout(params, mode).blind().d_in if blind else d_in(params, mode)
     return {"experiment": EXPERIMENT, "mode": mode, "heads": H, "members": [[s, mode] for s in seeds],
             "d_in": width, "d_out": 1, "n_tokens": n_tokens(params, mode), "hidden": params["hidden"],
-            "total_tokens": params["p"], "attention": params["attention"], "weight_blind": blind,
+            "p": params["p"], "attention": params["attention"], "weight_blind": blind,
             **({"readout_hidden": params["hidden"]} if params.get("readout", "block") == "published" else {})}
 
 
@@ -144,7 +144,7 @@ def build_model(meta: dict, generators: list[torch.Generator] | None = None) -> 
     """The ensemble described by ``meta`` (init from ``generators``, or placeholders when loading)."""
     gens = generators or [torch.Generator().manual_seed(0) for _ in meta["members"]]
     return EnsembleEmulator(gens, d_in=meta["d_in"], d_out=meta["d_out"], n_tokens=meta["n_tokens"],
-                            hidden=meta["hidden"], heads=meta["heads"], total_tokens=meta["total_tokens"],
+                            hidden=meta["hidden"], heads=meta["heads"], p=meta["p"],
                             attention=meta["attention"], readout_hidden=meta.get("readout_hidden"))
 
 

@@ -189,7 +189,7 @@ def build_model(task: Theorem31Task, params: dict, p: int, blind: bool = False) 
     return EnsembleEmulator(
         [torch_stream(m.seed, EXPERIMENT, "init_blind" if blind else "init", m.name) for m in task.members],
         d_in=(d + 1) if blind else 2 * d + 1, d_out=d, n_tokens=params["n_tokens"], hidden=params["hidden"],
-        heads=params["heads"], total_tokens=p, attention=params["attention"],
+        heads=params["heads"], p=p, attention=params["attention"],
     )
 
 

@@ -59,7 +59,7 @@ class EnsembleEmulator(nn.Module):
         n_tokens: n, the data tokens of a prompt.
         hidden: h.
         heads: H (must divide h).
-        total_tokens: p >= n (p - n appended learnable tokens).
+        p: the prompt's tokens, p >= n (p - n appended learnable tokens).
     """
 
     def __init__(
@@ -70,7 +70,7 @@ class EnsembleEmulator(nn.Module):
         n_tokens: int,
         hidden: int,
         heads: int,
-        total_tokens: int,
+        p: int,
         dtype: torch.dtype = torch.float32,
         attention: str = "auto",
         readout_hidden: int | None = None,
@@ -81,8 +81,8 @@ class EnsembleEmulator(nn.Module):
             raise ValueError("EnsembleEmulator: need at least one member generator")
         if hidden % heads:
             raise ValueError(f"heads={heads} must divide hidden={hidden}")
-        if total_tokens < n_tokens:
-            raise ValueError(f"total_tokens (p={total_tokens}) must be >= n_tokens (n={n_tokens})")
+        if p < n_tokens:
+            raise ValueError(f"p={p} must be >= n_tokens (n={n_tokens})")
         if attention not in ATTENTION:
             raise ValueError(f"attention: unknown implementation {attention!r} ({', '.join(ATTENTION)})")
         self.attention = attention  # "auto" is resolved per device: see resolved_attention
@@ -92,12 +92,12 @@ class EnsembleEmulator(nn.Module):
         if attention == "auto" and hidden // heads < KERNEL_HEAD_WIDTH:
             from algo_emu.models import kernel
 
-            self._kernel_ok = total_tokens <= kernel.MAX_KEYS and kernel.usable()
+            self._kernel_ok = p <= kernel.MAX_KEYS and kernel.usable()
         d_outs = [int(d_out)] * E if isinstance(d_out, int) else [int(v) for v in d_out]
         if len(d_outs) != E:
             raise ValueError(f"d_out has {len(d_outs)} entries for {E} members")
-        self.E, self.d_in, self.n, self.h, self.H, self.p = E, d_in, n_tokens, hidden, heads, total_tokens
-        self.m = total_tokens - n_tokens
+        self.E, self.d_in, self.n, self.h, self.H, self.p = E, d_in, n_tokens, hidden, heads, p
+        self.m = p - n_tokens
         self.d_outs = d_outs
         self.d_out = max(d_outs)
         if readout_hidden is not None and readout_hidden < 1:

@@ -38,7 +38,7 @@ SPEC = Spec(
         Reads("ames", "prepare", ("na_values", "test_fraction", "drop_id_columns", "fit_statistics_on",
                                   "categories_from")),
         Reads("ames", "fit", _REFERENCE_FIT, extra={"corrected": _POOL}),  # variant: the mode
-        Reads("ames", "train", ("heads", "total_tokens", "hidden", "epochs", "batch_size", "lr", "checkpoint_every",
+        Reads("ames", "train", ("heads", "p", "hidden", "epochs", "batch_size", "lr", "checkpoint_every",
                                 "compile", "attention", "lr_schedule")),
     ),
     targets=(

@@ -57,7 +57,7 @@ SPEC = Spec(
     ),
     paper_scale={"n_prompts": 50_000, "epochs": 100},
     reference_scale={"n_prompts": 5_000, "epochs": 30},
-    training_rules=("theorem31_train", "theorem31_blind"),
+    training_rules=("theorem31_train", "theorem31_train_blind"),
     price=price,
     report=Report("E2 -- one softmax head emulating f(w^T x - y) x (Theorem 3.1)",
                   "algo_emu.experiments.theorem31_tables", ("f_emulation.csv", "f_gd_step.csv")),
