@@ -125,3 +125,19 @@ def test_tensor_data_sets_name_the_first_difference(tmp_path):
         load_tensors(path, format_version=2)
     with pytest.raises(ValueError, match=r"holds \['X'\], expected \['X', 'y'\]"):
         load_tensors(path, keys=["X", "y"])
+
+
+@pytest.mark.parametrize("profile", ["gpu-local", "slurm"])
+def test_gpu_profiles_give_every_training_rule_a_gpu(monkeypatch, profile):
+    """Each experiment's training rules (its spec's training_rules; the grouped rules declare gpu=1 themselves) take
+    one GPU under the GPU profiles: a rule left out would train on the CPU of a GPU cluster's node, or crowd the
+    GPUs of a workstation without a slot."""
+    yte = pytest.importorskip("yte")
+    from algo_emu.runtime import REPO_ROOT
+    from algo_emu.specs import SPECS
+
+    monkeypatch.setenv("ALGO_EMU_GPUS", "1")
+    prof = yte.process_yaml((REPO_ROOT / f"workflow/profiles/{profile}/config.yaml").read_text())
+    given = {rule for rule, res in prof["set-resources"].items() if res.get("gpu") == 1}
+    training = {rule for s in SPECS for rule in s.training_rules}
+    assert training - given == set(), f"{profile}: no GPU for {sorted(training - given)}"
