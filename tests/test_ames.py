@@ -353,6 +353,23 @@ def tiny_run(packaged, tmp_path_factory):
     return out
 
 
+def test_records_written_before_p_was_named_p_make_the_same_tables(tiny_run, tmp_path):
+    """Records made before the rename hold the prompt length as ``total_tokens`` in their run parameters (the
+    committed sets' do): the tables made from them are the tables made from the same records under ``p``."""
+    metrics = [tiny_run / f"{m}/seed{s}/metrics.json" for m in ex.MODES for s in (0, 1)]
+    old = []
+    for path in metrics:
+        rec = read_json(path)
+        rec["params"]["total_tokens"] = rec["params"].pop("p")
+        old.append(tmp_path / path.relative_to(tiny_run))
+        old[-1].parent.mkdir(parents=True, exist_ok=True)
+        old[-1].write_text(json.dumps(rec))
+    at.aggregate(list(ex.MODES), [str(p) for p in old], tmp_path / "ames.csv", tmp_path / "runs.csv")
+    at.aggregate(list(ex.MODES), [str(p) for p in metrics], tmp_path / "new.csv", tmp_path / "new_runs.csv")
+    assert (tmp_path / "ames.md").read_text() == (tmp_path / "new.md").read_text()
+    assert "p = 4, H = 2" in (tmp_path / "ames.md").read_text()
+
+
 def test_end_to_end_table_figure_and_provenance(tiny_run):
     table = pd.read_csv(tiny_run / "tables/ames.csv")
     assert list(table.columns) == at.AMES_COLUMNS
