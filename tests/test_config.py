@@ -36,7 +36,8 @@ def test_empty_config_takes_paper_defaults(tmp_path):
         ({"heads": {"epoch": 3}}, r"^heads.epoch: unknown key \(did you mean heads.epochs\?\)$"),
         ({"heads": {"hiden_width": 3}}, r"^heads.hiden_width: unknown key$"),
         ({"seedz": [1]}, r"^seedz: unknown key \(did you mean seeds\?\)$"),
-        ({"ames": {"total_tokens": 100}}, r"^ames.total_tokens: unknown key \(renamed ames.p\)$"),
+        ({"ames": {"total_tokens": 100, "p": 100}},
+         r"^ames.total_tokens: renamed ames.p, which is also given; keep ames.p only$"),
         ({"heads": {"heads_sweep": [1, 5]}}, r"heads.heads_sweep: 5 heads do not divide heads.hidden = 48"),
         ({"heads": {"p_sweep": [10, 30]}}, r"heads.p_sweep: p = 10 is smaller than heads.n_tokens = 20"),
         ({"heads": {"target": "rows"}}, r"heads.target: 'rows' is not one of"),
@@ -220,3 +221,15 @@ def test_schema_defaults_are_fresh_copies_of_the_filled_section():
     from algo_emu.constructions.interpreter import DEFAULT_END_TOL
 
     assert first["end_tol"] == DEFAULT_END_TOL   # the interpreter's own fallback, used without a config
+
+
+def test_a_renamed_key_is_read_under_its_new_name_with_a_warning(caplog):
+    """Configs written before ames.total_tokens was renamed ames.p (the committed sets' among them) still load: the
+    old key is read as the new one, and the log says so."""
+    from algo_emu.config import validate_section
+
+    with caplog.at_level("WARNING", logger="algo_emu.config"):
+        got = validate_section("ames", {"total_tokens": 7})
+    assert got["p"] == 7 and "total_tokens" not in got
+    assert "ames.total_tokens is now ames.p: read as ames.p" in caplog.text
+    assert validate_section("ames", {})["p"] == 100  # the schema's default, as before

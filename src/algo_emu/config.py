@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import glob
+import logging
 import os
 import re
 from pathlib import Path
@@ -27,6 +28,8 @@ import yaml
 
 from algo_emu.runtime import REPO_ROOT
 from algo_emu.specs import SPECS, ConfigError  # noqa: F401  (ConfigError: re-exported)
+
+log = logging.getLogger("algo_emu.config")
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 SECTIONS = tuple(s.section for s in SPECS)  # each validated by its schema (schema_file)
@@ -162,6 +165,7 @@ def _validate(data: dict, schema_file: Path, where: str) -> None:
     import jsonschema
 
     schema = load_schema(schema_file)
+    _renamed_keys(data, schema, where)
     coerce_numbers(data, schema)
     try:
         _default_filling_validator()(schema).validate(data)
@@ -173,23 +177,34 @@ def _validate(data: dict, schema_file: Path, where: str) -> None:
         raise ConfigError(f"{key or 'config'}: {exc.message}") from None
 
 
+def _renamed_keys(data: dict, schema: dict, where: str) -> None:
+    """A key under its former name (``x-formerly: <old name>`` on the new key in the schema) is read as the new one,
+    with a warning naming both, so configs and committed sets written before the rename still load; both names at
+    once is an error naming them."""
+    for new, spec in schema.get("properties", {}).items():
+        old = spec.get("x-formerly") if isinstance(spec, dict) else None
+        if old is None or old not in data:
+            continue
+        names = [".".join(k for k in (where, n) if k) for n in (old, new)]
+        if new in data:
+            raise ConfigError(f"{names[0]}: renamed {names[1]}, which is also given; keep {names[1]} only")
+        log.warning("%s is now %s: read as %s", names[0], names[1], names[1])
+        data[new] = data.pop(old)
+
+
 def _unknown_keys(key: str, instance: dict, schema: dict) -> list[str]:
     """``<key>.<name>: unknown key`` for each key of ``instance`` its (``additionalProperties: false``) schema
     does not declare, with the nearest declared name when one is close (a typo)."""
     import difflib
 
     known = list(schema.get("properties", {}))
-    # a renamed key names its new name (``x-formerly: <old name>`` on the new key in the schema)
-    renamed = {v["x-formerly"]: k for k, v in schema.get("properties", {}).items() if isinstance(v, dict)
-               and "x-formerly" in v}
     patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
     lines = []
     for name in instance:
         if name in known or any(p.search(str(name)) for p in patterns):
             continue
-        near = [renamed[name]] if name in renamed else difflib.get_close_matches(str(name), known, n=1)
-        hint = (f" (renamed {'.'.join(k for k in (key, near[0]) if k)})" if name in renamed else
-                f" (did you mean {'.'.join(k for k in (key, near[0]) if k)}?)" if near else "")
+        near = difflib.get_close_matches(str(name), known, n=1)
+        hint = f" (did you mean {'.'.join(k for k in (key, near[0]) if k)}?)" if near else ""
         lines.append(f"{'.'.join(k for k in (key, str(name)) if k)}: unknown key{hint}")
     return lines
 
