@@ -31,7 +31,7 @@ import pandas as pd
 
 from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, run_label
 from algo_emu.experiments.step_keys import OMITTED_AT
-from algo_emu.fit import fit_rates
+from algo_emu.fit import fit_rates, too_few
 from algo_emu.io import read_json, write_csv, write_json, write_text
 from algo_emu.report.replication import (FLOOR_FIT_R2, MIN_FIT_POINTS, NAN, RATE_READINGS, Row, Rule, cite, fit_entry,
                                          fit_points, learned_from_ratio, rate_verdict, to_float)
@@ -260,8 +260,8 @@ def converged_table(params: dict, metrics: list[str], seeds: list[int], gate: st
     for protocol in params["converged"]["protocols"]:
         values = per_seed(runs, protocol)
         lists = {H: [v[s] for s in sorted(v)] for H, v in values.items()}
-        entry = (fit_rates(lists, n_boot=n_boot) | {"heads": sorted(lists)} if len(lists) >= 2 else
-                 {"status": f"not enough settings: H = {sorted(lists)} (a fit needs two)"})
+        entry = ({"status": too_few(lists)} if too_few(lists) else
+                 fit_rates(lists, n_boot=n_boot) | {"heads": sorted(lists)})
         fits[protocol] = entry | {"falls_with_h": falls_with_h(values)}
     write_csv(runs_csv, runs.sort_values(["protocol", "heads", "seed"])[RUN_COLUMNS + ["n_prompts"]])
     write_csv(table, frame)

@@ -11,9 +11,9 @@ import pandas as pd
 from algo_emu import paper_values
 from algo_emu import records
 from algo_emu.data import heads as hd
-from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol, settings
+from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol
 from algo_emu.experiments.heads_converged import RULES  # noqa: F401  (E1's own rules: those at convergence)
-from algo_emu.fit import fit_rates, fit_rates_summary
+from algo_emu.fit import fit_rates, fit_rates_summary, too_few
 from algo_emu.io import write_json
 from algo_emu.records import KEY, Get, RunSpec
 from algo_emu.tables import require_columns, summarise_by, write_table
@@ -180,8 +180,8 @@ def fit(params: dict, runs_csv: str, out_json: str, n_boot: int = 2000) -> dict:
             sel = runs[(runs.protocol == protocol) & (runs.p == params["p_heads_sweep"]) & (runs.target == target)
                        & runs.heads.isin(params["heads_sweep"])]
             per_seed = {int(H): g.sort_values("seed")[METRICS[metric]].tolist() for H, g in sel.groupby("heads")}
-            if len(per_seed) < 2:
-                entry["by_target"][target] = {"status": f"not enough settings: H = {sorted(per_seed)} (a fit needs two)"}
+            if too_few(per_seed):
+                entry["by_target"][target] = {"status": too_few(per_seed)}
             else:
                 entry["by_target"][target] = fit_rates(per_seed, n_boot=n_boot) | {"heads": sorted(per_seed)}
         entry.update(entry["by_target"][target0])
