@@ -103,16 +103,11 @@ def _fit_both(x, y) -> tuple[float, float, float]:
     return inv["a"], inv["b"], alpha
 
 
-#: Fewest distinct x a rate fit is made from: both laws have two parameters, so two points fit either exactly
-#: (R^2 = 1 whatever the data) and only a third can disagree with it.
-MIN_SETTINGS = 3
-
-
 def too_few(xs) -> str | None:
-    """Why no rate fit is made from the settings ``xs`` (None: enough of them)."""
+    """Why no rate fit is made from the settings ``xs`` (None: at least :data:`MIN_POINTS` of them)."""
     xs = sorted(xs)
-    return (f"not enough settings: H = {xs} (a two-parameter fit needs at least {MIN_SETTINGS})"
-            if len(xs) < MIN_SETTINGS else None)
+    return (f"not enough settings: H = {xs} (a two-parameter fit needs at least {MIN_POINTS})"
+            if len(xs) < MIN_POINTS else None)
 
 
 def fit_rates(per_seed: Mapping[float, Sequence[float]], n_boot: int = 2000, level: float = 0.95,

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from algo_emu.io import read_json, save_torch, sha256_file, tensor_digest, write_json
+from algo_emu.io import current_names, read_json, save_torch, sha256_file, tensor_digest, write_json
 from algo_emu.io import sidecar  # noqa: F401  (one definition, in io; re-exported)
 
 FORMAT_VERSION = 1
@@ -68,10 +68,7 @@ def load_frozen(path: str | Path, build: Callable[[dict], torch.nn.Module],
                                f"({str(info.get('sha256'))[:12]}...); retrain it")
     with open(path, "rb") as fh:  # opened read-only
         blob = torch.load(fh, map_location="cpu", weights_only=True)
-    meta = dict(blob["meta"])
-    if "total_tokens" in meta:  # written before the prompt length was called p everywhere
-        meta.setdefault("p", meta.pop("total_tokens"))
-    model = build(meta)
+    model = build(current_names(blob["meta"]))
     model.load_state_dict(blob["state_dict"], strict=True)
     model.requires_grad_(False)
     model.eval()

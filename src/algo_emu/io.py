@@ -210,6 +210,20 @@ def read_json(path: str | os.PathLike) -> Any:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
+#: Keys renamed since records were first written: old name -> new name (:func:`current_names`).
+FORMER_NAMES = {"total_tokens": "p"}
+
+
+def current_names(record: Mapping[str, Any]) -> dict:
+    """A copy of ``record`` (a frozen model's meta, a record's run parameters) with keys written under a former name
+    (:data:`FORMER_NAMES`) under their current one, so files written before a rename still read."""
+    out = dict(record)
+    for old, new in FORMER_NAMES.items():
+        if old in out:
+            out.setdefault(new, out.pop(old))
+    return out
+
+
 def seed_metrics_path(out_dir: str | os.PathLike, seed: int) -> Path:
     """Where a run writes one seed's results: ``<out_dir>/seed<k>/metrics.json`` (the rules expect this name)."""
     return Path(out_dir) / f"seed{seed}" / "metrics.json"

@@ -15,7 +15,7 @@ from algo_emu import ablation as abl
 from algo_emu import records
 from algo_emu.data.ames_fits import ALGORITHMS
 from algo_emu.data.ames_prompts import prompt_sets
-from algo_emu.io import read_json, write_csv
+from algo_emu.io import current_names, read_json, write_csv
 from algo_emu.records import KEY, Get, RunSpec
 from algo_emu.tables import summarise_by, write_table
 import math
@@ -96,18 +96,9 @@ def _findings(table: pd.DataFrame) -> str:
     return " ".join(out)
 
 
-def run_params(record: Mapping) -> dict:
-    """A record's run parameters; records written before the prompt length was named ``p`` hold it as
-    ``total_tokens`` (the committed sets' among them)."""
-    out = dict(record["params"])
-    if "total_tokens" in out:
-        out.setdefault("p", out.pop("total_tokens"))
-    return out
-
-
 def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | None = None) -> str:
     m0 = metrics[0]
-    section = run_params(m0)
+    section = current_names(m0["params"])  # records from before a rename read too
     devices = ", ".join(sorted(runs.device.unique()))
     hidden = ", ".join(str(h) for h in sorted(runs.hidden.unique()))
     n_tr, n_te = m0["n_train"], m0["n_test"]
@@ -150,7 +141,7 @@ def caption(runs: pd.DataFrame, metrics: Sequence[dict], table: pd.DataFrame | N
 
 
 def ablation_caption(ablations: pd.DataFrame, metrics: Sequence[dict]) -> str:
-    section = run_params(metrics[0])
+    section = current_names(metrics[0]["params"])
     return (
         "Ames Housing, prompt ablations (algo_emu.ablation): the frozen emulator's MSE against the ORIGINAL prompt's "
         "target when the prompt's weights (w, and b in corrected) are replaced; mean, sample std and 95% bootstrap "
