@@ -131,11 +131,15 @@ def test_tensor_data_sets_name_the_first_difference(tmp_path):
 def test_gpu_profiles_give_every_training_rule_a_gpu(monkeypatch, profile):
     """Each experiment's training rules (its spec's training_rules; the grouped rules declare gpu=1 themselves) take
     one GPU under the GPU profiles: a rule left out would train on the CPU of a GPU cluster's node, or crowd the
-    GPUs of a workstation without a slot."""
+    GPUs of a workstation without a slot. The profiles read the rules from the specs, so an experiment added
+    without touching them (here a made-up one) gets its GPU too."""
     yte = pytest.importorskip("yte")
+    from algo_emu import specs
     from algo_emu.runtime import REPO_ROOT
-    from algo_emu.specs import SPECS
 
+    toy = specs.Spec(section="toy", label="E9", reads=(), targets=(), training_rules=("toy_train", "toy_train_blind"))
+    monkeypatch.setattr(specs, "SPECS", specs.SPECS + (toy,))
+    SPECS = specs.SPECS
     monkeypatch.setenv("ALGO_EMU_GPUS", "1")
     prof = yte.process_yaml((REPO_ROOT / f"workflow/profiles/{profile}/config.yaml").read_text())
     given = {rule for rule, res in prof["set-resources"].items() if res.get("gpu") == 1}

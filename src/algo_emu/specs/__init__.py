@@ -118,7 +118,7 @@ class Spec:
     targets: tuple[Target, ...]  # its named targets, in the README's order
     paper_scale: Mapping[str, int] = field(default_factory=dict)  # the budgets the paper's numbers were made at
     reference_scale: Mapping[str, int] = field(default_factory=dict)  # config/reference.yaml's budgets
-    training_rules: tuple[str, ...] = ()  # the rules its benchmark rows price (algo_emu.cost)
+    training_rules: tuple[str, ...] = ()  # priced by algo_emu.cost; one GPU each under the GPU profiles
     #: price(pricer, rule, wildcards) -> (seconds, optimiser steps per member) of one job of a training rule, from
     #: the benchmark's rows (:class:`algo_emu.cost.Pricer`: pricer.cfg is the run's config)
     price: Callable[..., tuple[float, int]] | None = None
