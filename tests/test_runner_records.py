@@ -268,14 +268,19 @@ def test_runner_fingerprint_resumes_only_the_same_run_and_writes_records(tmp_pat
     assert written == out[0] and written["params"] == {"a": 1} and len(written["config_hash"]) == 16
 
 
-def test_every_trained_experiment_declares_where_its_records_are_and_their_curves():
-    """refset reads learning curves through each experiment's RunSpec (records glob, curves), not by hand."""
+def test_every_trained_experiment_declares_where_its_records_are_and_their_curves(monkeypatch):
+    """refset reads learning curves through the RunSpecs (records glob, curves) each experiment's spec names
+    (``Spec.runs``), not through a list of its own: a made-up experiment's records are read too."""
     import dataclasses
 
+    from algo_emu import specs as spec_registry
     from tools import refset
 
+    toy = spec_registry.Spec(section="toy", label="E9", reads=(), targets=(),
+                             runs=("algo_emu.experiments.statistical_tables:RUNS",))
+    monkeypatch.setattr(spec_registry, "SPECS", spec_registry.SPECS + (toy,))
     specs = refset.curve_specs()
-    assert {label for label, _ in specs} == {"E1", "E2", "E3", "E4"}
+    assert [label for label, _ in specs] == ["E1", "E2", "E2", "E3", "E4", "E9"]
     for label, spec in specs:
         assert spec.records.endswith("seed*/metrics.json") and callable(spec.curves), label
     with pytest.raises(ValueError, match="RunSpec 'heads' declares no learning curves"):

@@ -112,13 +112,12 @@ CURVE_COLUMNS = records.CURVE_COLUMNS
 
 
 def curve_specs() -> list[tuple[str, "records.RunSpec"]]:
-    """(label, RunSpec) of every trained experiment's records, in the report's order: where each record sits
-    and what curves it holds are declared there (``records``, ``curves``), not here. Imports the experiment
-    modules (and so torch)."""
-    from algo_emu.experiments import ames_tables, heads, statistical_tables, theorem31_tables
+    """(label, RunSpec) of every trained experiment's records that hold learning curves, in the report's order, as
+    each experiment's spec declares them (``runs``): where each record sits and what curves it holds are declared
+    there (``records``, ``curves``), not here. Imports the experiment modules (and so torch)."""
+    from algo_emu.specs import run_specs
 
-    return [("E1", heads.RUNS), ("E2", theorem31_tables.RUNS), ("E2", theorem31_tables.BLIND_RUNS),
-            ("E3", statistical_tables.RUNS), ("E4", ames_tables.RUNS)]
+    return [(label, spec) for label, spec in run_specs() if spec.curves is not None]
 
 
 def learning_curves(ref_dir: str | os.PathLike) -> pd.DataFrame:

@@ -124,6 +124,9 @@ class Spec:
     price: Callable[..., tuple[float, int]] | None = None
     rule_files: tuple[str, ...] = ()  # its files under workflow/rules/ (default: <section>.smk)
     report: Report | None = None  # its section of the replication report
+    #: its per-seed records' layouts (``module:NAME`` of each :class:`algo_emu.records.RunSpec`: where the records
+    #: sit, their rows and learning curves), read through :func:`run_specs`
+    runs: tuple[str, ...] = ()
     module: str = ""  # its steps' module (STEPS), default algo_emu.experiments.<section>
     schema: str = ""  # its config section's schema file, default workflow/schemas/<section>.schema.yaml
     #: its section's cross-field checks, after the schema: check(section, config) raises ConfigError naming the key
@@ -159,3 +162,14 @@ def _discover() -> tuple[Spec, ...]:
 
 #: Every experiment, in label order (E1 first).
 SPECS: tuple[Spec, ...] = _discover()
+
+
+def run_specs() -> list[tuple[str, object]]:
+    """(label, RunSpec) of every experiment's per-seed records (:attr:`Spec.runs`), in label order. Imports the
+    modules that define them (and so torch)."""
+    out = []
+    for spec in SPECS:
+        for name in spec.runs:
+            module, _, attr = name.partition(":")
+            out.append((spec.label, getattr(importlib.import_module(module), attr)))
+    return out

@@ -49,6 +49,7 @@ SPEC = Spec(
     ),
     paper_scale={"epochs": 300},
     reference_scale={"epochs": 30},
+    runs=("algo_emu.experiments.ames_tables:RUNS",),
     training_rules=("ames_train", "ames_train_blind"),
     price=price,
     report=Report("E4 -- Ames Housing (Appendix C.2)",

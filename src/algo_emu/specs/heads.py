@@ -122,6 +122,7 @@ SPEC = Spec(
     ),
     paper_scale={"n_prompts": 50_000, "epochs": 50},
     reference_scale={"n_prompts": 50_000, "epochs": 10},
+    runs=("algo_emu.experiments.heads_tables:RUNS",),
     training_rules=("heads_train", "heads_variant_train", "heads_convergence_train", "heads_converged_train"),
     price=price,
     rule_files=("heads.smk", "heads_converged.smk"),

@@ -70,6 +70,7 @@ SPEC = Spec(
     ),
     paper_scale={"n_prompts": 50_000, "epochs": 300},
     reference_scale={"n_prompts": 5_000, "epochs": 20},
+    runs=("algo_emu.experiments.statistical_tables:RUNS",),
     training_rules=("statistical_train", "statistical_train_blind"),
     price=price,
     report=Report("E3 -- statistical algorithms from the prompt (Appendix C.1)",

@@ -57,6 +57,7 @@ SPEC = Spec(
     ),
     paper_scale={"n_prompts": 50_000, "epochs": 100},
     reference_scale={"n_prompts": 5_000, "epochs": 30},
+    runs=("algo_emu.experiments.theorem31_tables:RUNS", "algo_emu.experiments.theorem31_tables:BLIND_RUNS"),
     training_rules=("theorem31_train", "theorem31_train_blind"),
     price=price,
     report=Report("E2 -- one softmax head emulating f(w^T x - y) x (Theorem 3.1)",
