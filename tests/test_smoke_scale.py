@@ -72,7 +72,7 @@ def test_a_reference_config_cut_below_its_budgets_is_a_smoke_scale():
 def test_replication_md_opens_with_the_line_only_at_a_smoke_scale(tmp_path, name):
     d = result_set(tmp_path / "tables")
     cfg = _cfg(name)
-    rep.write(d, cfg, name, tmp_path / "replication.md", tmp_path / "replication.csv", essay=d / "essay_claims.csv")
+    rep.write(d, cfg, name, tmp_path / "replication.md", tmp_path / "replication.csv")
     lines = (tmp_path / "replication.md").read_text().splitlines()
     assert lines[0] == "# Replication report"
     if CONFIGS[name]:

@@ -138,7 +138,7 @@ def result_set(d: Path, *, e1_scale: float = 1.0, at_var: bool = False, blind: b
 
 
 def verdicts(d: Path, config=PAPER_CFG) -> dict[tuple[str, str, str], str]:
-    frame = rep.build(d, config, "config/config.yaml", essay=d / "essay_claims.csv")
+    frame = rep.build(d, config, "config/config.yaml")
     keys = list(zip(frame.experiment, frame.claim, frame.setting))
     assert len(set(keys)) == len(keys), "rows must be told apart by (experiment, claim, setting)"
     return dict(zip(keys, frame.verdict))
@@ -284,16 +284,18 @@ def test_a_two_point_fit_gets_no_verdict(tmp_path):
 
 def test_rules_are_stated_once_before_the_numbers_and_in_docs(tmp_path):
     d = result_set(tmp_path)
-    frame = rep.build(d, PAPER_CFG, "config/config.yaml", essay=d / "essay_claims.csv")
+    frame = rep.build(d, PAPER_CFG, "config/config.yaml")
     md = rep.render_markdown(frame, "config/config.yaml")
     assert md.index(rep.rules_markdown()) < md.index("| claim |")
     cited = set(frame.reason.str.findall(r"rule \[([\w-]+)\]").sum())
     assert cited <= set(rep.rules()) and {"paper-number", "E2", "E5-exact", "rate-exact", "rate-bound", "set-up", "essay"} <= cited
     assert rep.rules_markdown() in (REPO_ROOT / "docs" / "verdicts.md").read_text(), \
         "docs/verdicts.md is stale: python -m algo_emu.report.replication > docs/verdicts.md regenerates it"
-    assert rep.ESSAY_FULL_SCALE == {"train.steps": 6000, "model.d_model": 64, "model.layers": 4, "seeds": 3}
+    from algo_emu.experiments import essay_tables
+
+    assert essay_tables.ESSAY_FULL_SCALE == {"train.steps": 6000, "model.d_model": 64, "model.layers": 4, "seeds": 3}
     full = load_config(REPO_ROOT / "config" / "config.yaml", gpu_check=False)
-    assert rep.essay_scale(full).at_paper and not rep.essay_scale(
+    assert essay_tables.essay_scale(full).at_paper and not essay_tables.essay_scale(
         load_config(REPO_ROOT / "config" / "reference.yaml", gpu_check=False)).at_paper
 
 
@@ -316,7 +318,7 @@ def test_committed_reference_report_has_no_verdict_that_cannot_fail():
     """The committed reference set's report, rebuilt from its own tables, is the committed one; its two-point rate
     fit, set-up checks and essay rows carry no verdict."""
     config = load_config(REPO_ROOT / "config" / "reference.yaml", gpu_check=False)
-    frame = rep.build(REF / "tables", config, "config/reference.yaml", essay=REF / "tables" / "essay_claims.csv")
+    frame = rep.build(REF / "tables", config, "config/reference.yaml")
     committed = pd.read_csv(REF / "tables" / "replication.csv")
     assert committed.verdict.tolist() == frame.verdict.tolist() and committed.claim.tolist() == frame.claim.tolist()
     v = dict(zip(frame.claim + " | " + frame.setting.fillna(""), frame.verdict))

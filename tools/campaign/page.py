@@ -205,14 +205,14 @@ def essay_rows(set_dir: Path, cfg: dict, config_name: str) -> list:
     import pandas as pd
 
     from algo_emu.plots import essay as pe
-    from algo_emu.report import replication as rep
+    from algo_emu.experiments import essay_tables
 
     t = _fresh(set_dir, "essay")
     claims, curves = t / "essay_claims.csv", t / "essay_curves.csv"
     if not all(p.is_file() for p in (claims, curves, t / "essay_equivalences.csv")):
         return []
     pe.plot_icl(pd.read_csv(curves), cfg["essay"], set_dir / "figures/essay_icl")
-    return rep.essay_rows(claims, cfg)
+    return essay_tables.report_rows(t, cfg)
 
 
 def experiment_rows(set_dir: Path, rows: list, cfg: dict, config_name: str) -> list:

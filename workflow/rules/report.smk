@@ -8,7 +8,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from algo_emu.report.targets import ESSAY_CLAIMS, MANIFEST, REPLICATION_OUTPUTS
+from algo_emu.report.targets import MANIFEST, REPLICATION_OUTPUTS
 from algo_emu.report.smoke import smoke_line
 from algo_emu.runtime import REPO_ROOT as _REPO_ROOT
 
@@ -52,7 +52,6 @@ rule replication:
                    labels={"what": "table", "name": "replication.csv"}),
     params:
         job=step_job(config=config, config_name=CONFIG_NAME, out_md=REPLICATION_OUTPUTS[0], out_csv=REPLICATION_OUTPUTS[1],
-                     essay=ESSAY_CLAIMS if ESSAY_CLAIMS in ALL_OUTPUTS else None,
                      tables_dir=os.path.dirname(REPLICATION_OUTPUTS[1])),  # the tables are its inputs (replication_inputs)
         smoke=smoke_line(config, rst=True) or "",  # the caption's first line at a smoke scale (algo_emu.report.smoke)
     log:

@@ -6,7 +6,7 @@ by an older version of the pipeline (columns missing) give "not available" rows
 with the reason, never a crash; a missing table is an error that names it.
 
 Each experiment builds its own rows (``report_rows`` in the module its spec's :class:`~algo_emu.specs.Report`
-names) from the helpers here; this module keeps the rules, the row format, the essay's rows and the page.
+names) from the helpers here; this module keeps the shared rules, the row format and the page.
 
 Every rule is stated once, as data (:class:`Rule`: key, verdicts, statement; the shared ones here, each experiment's
 own as ``RULES`` in the module that builds its rows; :func:`rule_list`), printed at the top of
@@ -42,9 +42,6 @@ FLOOR_FIT_R2 = 0.9
 #: The scale at which the paper made its numbers (arXiv 2508.17550v2 and its published code); a trained experiment run at a
 #: smaller N or fewer epochs is "not comparable" with them, whatever its numbers say.
 PAPER_SCALE = {s.section: dict(s.paper_scale) for s in SPECS if s.paper_scale}
-#: The essay states no scale; its claims count as read at full scale at the scale this project recommends
-#: (config/config.yaml's essay section): main-model training steps, width, depth and the number of seeds.
-ESSAY_FULL_SCALE = {"train.steps": 6000, "model.d_model": 64, "model.layers": 4, "seeds": 3}
 
 
 def _paper_scale_text() -> str:
@@ -54,8 +51,6 @@ def _paper_scale_text() -> str:
 
 def _shared_rules() -> tuple[list[Rule], list[Rule]]:
     """The rules any experiment's rows may cite: (those that apply before the experiments' own, those after)."""
-    from algo_emu.essay import claims as essay
-
     return [
         Rule("not-run", "not run at this scale", "the setting is not in this configuration's sweep."),
         Rule("not-available", "not available",
@@ -80,11 +75,6 @@ def _shared_rules() -> tuple[list[Rule], list[Rule]]:
              "be beaten (E2's GD-step rows: the emulator's own row too). Such a row gets no verdict: its numbers are "
              "not results. Where neither baseline is in the table, the `learned` column says the check could not be "
              "made. E4's corrected mode is read by rule [E4] instead, which names how far it beats its baseline."),
-        Rule("essay-learned", "did not learn",
-             f"an essay row measured on the trained models counts only when the main model is within "
-             f"{essay.BAYES_TOL:.0%} of the Bayes-optimal predictor (ridge with lambda = sigma^2/tau^2, the posterior "
-             f"mean) on the same prompts at the longest trained context: model MSE / ridge MSE at k = k_max <= "
-             f"{1 + essay.BAYES_TOL:g}. Otherwise every such row reads `did not learn`, with both numbers."),
         Rule("comparable", "not comparable: <why>",
              "the paper's number was made another way or at another scale. A trained experiment is comparable only at "
              f"the paper's N and epochs ({_paper_scale_text()}), and only in the mode made the way the paper made it "
@@ -106,19 +96,15 @@ def _shared_rules() -> tuple[list[Rule], list[Rule]]:
              "supported otherwise. Over a finite range of H any MSE is below C/H for a large enough C, so only the "
              "decay can refute the bound."),
     ], [
-        Rule("essay", "supported | inconclusive | not supported",
-             f"the essay's claims. {essay.BAND_RULE} {essay.SIGN_RULE} A float64 construction: an equality is "
-             f"supported when its largest error is below {essay.EXACT_TOL:g}, a comparison when the threshold its row "
-             "states holds (e.g. shift ratio < 0.9)."),
         Rule("reduced", "<verdict> (at reduced scale)",
              "a claim verdict (supported / partly / not supported) reached below the paper's scale (E2) or below the "
-             "essay's full scale (" + ", ".join(f"{k}={v}" for k, v in ESSAY_FULL_SCALE.items()) + ") says so."),
+             "essay's full scale (rule [essay] states it) says so."),
     ]
 
 
 def rule_list() -> list[Rule]:
     """Every verdict rule, in the order they apply: the shared ones, then each experiment's own (``RULES`` of the
-    module its spec's :class:`~algo_emu.specs.Report` names, in label order), then the essay's and [reduced]. A key
+    module its spec's :class:`~algo_emu.specs.Report` names, in label order), then [reduced]. A key
     declared twice is an error naming it."""
     head, tail = _shared_rules()
     own = [r for s in SPECS if s.report for r in getattr(importlib.import_module(s.report.module), "RULES", ())]
@@ -331,10 +317,6 @@ def first_row(frame: pd.DataFrame) -> dict | None:
     return None if frame is None or frame.empty else frame.iloc[0].to_dict()
 
 
-def _missing_cols(frame: pd.DataFrame, cols: Sequence[str]) -> list[str]:
-    return [c for c in cols if c not in frame.columns]
-
-
 # ------------------------------------------------------------------------------------------- rates of a fit over H
 def fit_entry(fit: Mapping, key: str) -> Mapping | None:
     entry = fit.get(key)
@@ -384,68 +366,6 @@ def fit_points(entry: Mapping, fallback: Sequence[float]) -> list[float]:
 
 
 
-# ------------------------------------------------------------------------------------------- E6 (essay)
-ESSAY_COLUMNS = ["claim", "essay_prediction", "measured", "ci_low", "ci_high", "verdict", "scale"]
-ESSAY_CLAIM_WORDS = ("supported", "partly supported", "not supported", "inconclusive")
-
-
-def _dig(mapping: Mapping, dotted: str) -> Any:
-    for part in dotted.split("."):
-        mapping = mapping.get(part, {}) if isinstance(mapping, Mapping) else {}
-    return None if mapping == {} else mapping
-
-
-def essay_scale(config: Mapping) -> Scale:
-    """Rule [reduced] for the essay: below ESSAY_FULL_SCALE (config/config.yaml's essay section) in any of its keys."""
-    sec = config.get("essay", {}) or {}
-    have = {k: _dig(sec, k) for k in ESSAY_FULL_SCALE if k != "seeds"}
-    seeds = sec.get("seeds") if sec.get("seeds") is not None else config.get("seeds")
-    have["seeds"] = len(seeds) if seeds is not None else None
-    short = [f"{k}={have[k]} < {v}" for k, v in ESSAY_FULL_SCALE.items() if have[k] is not None and int(have[k]) < v]
-    if short:
-        return Scale("reduced", False, "reduced scale (" + ", ".join(short) + ")")
-    return Scale("full", True)
-
-
-def essay_rows(path: Path, config: Mapping | None = None) -> list[Row]:
-    """The essay's table, with rules [set-up] and [essay-learned] applied from its tables alone (``essay_claims.csv``
-    and ``essay_curves.csv`` beside it), and [reduced]."""
-    from algo_emu.essay import claims as essay
-
-    ess = pd.read_csv(path)
-    missing = _missing_cols(ess, ESSAY_COLUMNS)
-    if missing:
-        return [Row("E6 (essay)", "companion-essay claims", verdict="not available",
-                    reason=f"{path.name} lacks column(s) {missing}; {cite('not-available')}")]
-    curves_path = path.parent / "essay_curves.csv"
-    check = (essay.learning_check(pd.read_csv(curves_path)) if curves_path.is_file() else
-             {"learned": "unknown", "text": f"no {curves_path.name} beside {path.name}: the learning check could not be made"})
-    ess = essay.gate(ess, check)
-    scale = essay_scale(config or {})
-    out = []
-    for rec in ess.to_dict("records"):
-        verdict, reason, kind = str(rec["verdict"]), str(rec["reason"]), rec["kind"]
-        if kind == "set-up check":
-            key = "set-up"
-        elif kind == "not tested":
-            key = "not-tested"
-        elif verdict == "did not learn":
-            key = "essay-learned"
-        elif verdict == "not available":
-            key = "not-available"
-        else:
-            key = "essay"
-            if kind == "trained" and verdict in ESSAY_CLAIM_WORDS and not scale.at_paper:
-                verdict = f"{verdict} (at reduced scale)"
-                reason = f"{reason}; {scale.why_not}"
-        out.append(Row("E6 (essay)", str(rec["claim"]), paper=str(rec["essay_prediction"]),
-                       comparable_mode="measured", comparable_mean=to_float(rec["measured"]),
-                       comparable_ci_low=to_float(rec["ci_low"]), comparable_ci_high=to_float(rec["ci_high"]),
-                       verdict=verdict, reason="; ".join(x for x in (reason, cite(key)) if x),
-                       learned=str(rec["learned"]), scale=str(rec["scale"])))
-    return out
-
-
 # ------------------------------------------------------------------------------------------- assembly
 #: the tables the report reads (each experiment's spec names its own), in label order
 REQUIRED = [t for s in SPECS if s.report for t in s.report.tables]
@@ -457,14 +377,12 @@ def sections() -> list[tuple[str, str, Callable[[Path, Mapping, str], list[Row]]
     return [(s.label, s.report.title, importlib.import_module(s.report.module).report_rows) for s in SPECS if s.report]
 
 
-def build(tables_dir: str | Path, config: Mapping, config_name: str, essay: str | Path | None = None) -> pd.DataFrame:
+def build(tables_dir: str | Path, config: Mapping, config_name: str) -> pd.DataFrame:
     tables = Path(tables_dir)
-    check_present("replication", [tables / f for f in REQUIRED] + ([Path(essay)] if essay else []))
+    check_present("replication", [tables / f for f in REQUIRED])
     rows: list[Row] = []
     for _, _, fn in sections():
         rows += fn(tables, config, config_name)
-    if essay:
-        rows += essay_rows(Path(essay), config)
     return rows_frame(rows)
 
 
@@ -505,12 +423,9 @@ def render_markdown(frame: pd.DataFrame, config_name: str, provenance: Mapping[s
               rules_markdown() if rules is None else rules]
     counts = frame.verdict.str.replace(r" \(.*\)$|:.*$", "", regex=True).value_counts()
     lines += ["**Verdicts in this report:** " + ", ".join(f"{k}: {v}" for k, v in counts.items()), ""]
-    experiments = [(s.label, s.report.title) for s in SPECS if s.report]
-    if (frame.experiment == "E6 (essay)").any():
-        claims = (Path(rows_csv).parent / "essay_claims.csv").as_posix()
-        experiments.append(("E6 (essay)", f"E6 -- claims of the companion essay ({claims})"))
-    for key, title in experiments:
-        sub = frame[frame.experiment == key]
+    label = frame.experiment.str.split(" ", n=1).str[0]  # "E6 (essay)" is E6's
+    for key, title in [(s.label, s.report.title) for s in SPECS if s.report]:
+        sub = frame[label == key]
         if sub.empty:
             continue
         lines += [f"## {title}", "", *rows_markdown(sub)]
@@ -549,8 +464,8 @@ def rows_markdown(sub: pd.DataFrame) -> list[str]:
 
 
 def write(tables_dir: str | Path, config: Mapping, config_name: str, out_md: str | Path, out_csv: str | Path,
-          essay: str | Path | None = None, provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    frame = build(tables_dir, config, config_name, essay)
+          provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    frame = build(tables_dir, config, config_name)
     write_csv(out_csv, frame)
     write_text(out_md, render_markdown(frame, config_name, provenance, note=smoke_line(config)))
     return frame

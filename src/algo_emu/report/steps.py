@@ -7,14 +7,13 @@ import logging
 import sys
 
 
-def replication_step(config: dict, config_name: str, out_md: str, out_csv: str, tables_dir: str = "results/tables",
-                     essay: str | None = None) -> None:
+def replication_step(config: dict, config_name: str, out_md: str, out_csv: str, tables_dir: str = "results/tables") -> None:
     """results/replication.md and results/tables/replication.csv: the paper's numbers beside ours, one verdict each
     (a missing table: exit 2 naming every missing file, no partial report)."""
     from algo_emu.report import MissingOutputs, replication
 
     try:
-        frame = replication.write(tables_dir, config, config_name, out_md, out_csv, essay=essay,
+        frame = replication.write(tables_dir, config, config_name, out_md, out_csv,
                                   provenance={"Commit": _commit()})
     except MissingOutputs as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -28,7 +28,6 @@ TARGETS: tuple[Target, ...] = tuple(t for spec in SPECS for t in spec.targets) +
 
 REPLICATION_OUTPUTS = next(t for t in TARGETS if t.name == "replication_report").files
 MANIFEST = "results/manifest.json"
-ESSAY_CLAIMS = TABLES + "essay_claims.csv"
 
 
 def all_outputs() -> list[str]:

@@ -3,7 +3,7 @@ descent), not the paper's (workflow/rules/essay.smk)."""
 
 from typing import Mapping
 
-from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Spec, Target
+from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Spec, Target
 
 _BASE = ("d", "k_max", "tau", "sigma")
 
@@ -73,4 +73,6 @@ SPEC = Spec(
     ),
     training_rules=("essay_train",),
     price=price,
+    report=Report("E6 -- claims of the companion essay (essay_claims.csv)", "algo_emu.experiments.essay_tables",
+                  ("essay_claims.csv",)),
 )
