@@ -32,7 +32,7 @@ from algo_emu.tables import write_table
 from pathlib import Path
 import numpy as np
 from typing import Mapping
-from algo_emu.report.replication import (NAN, Row, Rule, Scale, cite, claim_verdict, finite, graded, scale_of, setup_check, to_float)
+from algo_emu.report.replication import (NAN, Row, Rule, Scale, cite, claim_verdict, finite, graded, setup_check, to_float)
 
 #: the hand-built constructions (E5) are exact float64 arithmetic: supported when MSE / mean square of the target <= this.
 EXACT_REL = 1e-8
@@ -147,7 +147,8 @@ PARAMS_OF = {"study": "table", "library": "table", "multistep": "table"}
 
 # ------------------------------------------------------------------ the replication report's rows
 def report_rows(tables: Path, config: Mapping, config_name: str) -> list[Row]:
-    scale = scale_of("constructions", config, config_name)
+    inst = (config.get("constructions") or {}).get("instances", "?")
+    scale = Scale(f"{config_name}: {inst} instances x {len(config.get('seeds', []))} seeds, float64, no training", True)
     out = []
     lib = pd.read_csv(tables / "construction_library.csv")
     one_module = lib["module_sha256"].nunique() == 1 if "module_sha256" in lib.columns else None

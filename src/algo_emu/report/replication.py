@@ -262,9 +262,6 @@ class Scale:
 def scale_of(section: str, config: Mapping[str, Any], config_name: str, n_seeds: int | None = None) -> Scale:
     sec = config.get(section, {}) or {}
     seeds = n_seeds if n_seeds is not None else len(config.get("seeds", []))
-    if section == "constructions":
-        inst = sec.get("instances", "?")
-        return Scale(f"{config_name}: {inst} instances x {seeds} seeds, float64, no training", True)
     N, epochs = sec.get("n_prompts"), sec.get("epochs")
     parts = ([f"N={N}"] if N is not None else []) + [f"{epochs} epochs", f"{seeds} seeds"]
     ref = PAPER_SCALE.get(section, {})
