@@ -8,6 +8,7 @@ prints is written to a small JSON record per run under ``--out``, resumable (a r
     git clone https://github.com/MAGICS-LAB/algo_emu /tmp/algo_emu && git -C /tmp/algo_emu checkout 6d39297
     python tools/crosscheck/published.py --authors /tmp/algo_emu e1 --heads 4 6 --seeds 1234 1235 1236
     python tools/crosscheck/published.py --authors /tmp/algo_emu e3
+    python tools/crosscheck/published.py --authors /tmp/algo_emu --device cuda e3 --probe   # then without --probe
     python tools/crosscheck/published.py --authors /tmp/algo_emu e4
     python tools/crosscheck/published.py table      # the records as one table beside ours
 
@@ -46,10 +47,13 @@ CHANGES = {
     ],
     "e3": [
         "att_sim_statistical.main() is called as published (H = 6, 300 epochs, one unseeded model, five evaluation "
-        "seeds 42..46); torch.manual_seed(data_seed) is set before it so that a rerun gives the same model",
+        "seeds 42..46); torch.manual_seed(data_seed) and random.seed(data_seed) (its data set draws each prompt's "
+        "algorithm with random.choice) are set before it so that a rerun gives the same data and model",
         "save_model / load_frozen_model write and read the model in --out's folder instead of the hard-coded "
         "/home/ubuntu/att_sim_att/mixed_trained_attention.pth",
-        "CPU, torch.set_num_threads(threads)",
+        "CPU, torch.set_num_threads(threads); or, with --device cuda, torch.set_default_device('cuda') (every tensor "
+        "and parameter the code makes is made there) and the DataLoader's shuffle given a generator on that device "
+        "(its default CPU generator cannot draw a permutation on the GPU)",
     ],
     "e4": [
         "att_sim_statistical_ames_data.main() is called as published; its failure is recorded",
@@ -71,11 +75,38 @@ def _authors_commit(authors: Path) -> str:
     return out.stdout.strip() or "unknown (not a git checkout)"
 
 
-def _env(threads: int) -> dict:
+def _env(threads: int, device: str = "cpu") -> dict:
     import torch
 
+    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else None
     return {"torch": torch.__version__, "python": platform.python_version(), "threads": threads,
-            "device": "cpu", "machine": platform.machine(), "processor": platform.processor() or None}
+            "device": device, "gpu": gpu, "machine": platform.machine(), "processor": platform.processor() or None}
+
+
+@contextlib.contextmanager
+def _on_device(mod, device: str):
+    """Run the published code on ``device`` without editing it: tensors and parameters are made there by default,
+    and the module's DataLoader shuffles with a generator on that device."""
+    import torch
+
+    if device == "cpu":
+        yield
+        return
+    loader = mod.DataLoader
+
+    def on_device_loader(*args, **kwargs):
+        if kwargs.get("shuffle") and kwargs.get("generator") is None:
+            kwargs["generator"] = torch.Generator(device=device)
+            kwargs["generator"].manual_seed(int(torch.randint(0, 2**62, (), device="cpu")))
+        return loader(*args, **kwargs)
+
+    torch.set_default_device(device)
+    mod.DataLoader = on_device_loader
+    try:
+        yield
+    finally:
+        mod.DataLoader = loader
+        torch.set_default_device("cpu")
 
 
 def _write(path: Path, rec: dict) -> None:
@@ -143,15 +174,43 @@ def run_e1(args) -> None:
             "changes": CHANGES["e1"], "environment": _env(args.threads)})
 
 
-def run_e3(args) -> None:
+def probe_e3(mod, device: str) -> None:
+    """A short run of the published E3 classes on ``device`` (512 prompts, 2 epochs, the script's shapes): the
+    mechanics of --device checked in seconds before the 300-epoch run."""
     import torch
 
+    t0 = time.time()
+    with _on_device(mod, device):
+        data = mod.SimStatsDataset(num_samples=512, seq_len=20, input_dim=24, prompt_dim=24, algorithm="mixed")
+        model = mod.OneLayerAttention(input_dim=24, hidden_dim=48, prompt_dim=24, seq_len=20, number_of_heads=6, p=60)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        losses = []
+        for _ in range(2):
+            for x, y, w in mod.DataLoader(data, batch_size=32, shuffle=True):
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x, w), y)
+                loss.backward()
+                opt.step()
+            losses.append(float(loss.detach()))
+        where = next(model.parameters()).device
+    print(json.dumps({"probe": "e3", "device": str(where), "last_batch_loss_per_epoch": losses,
+                      "seconds": round(time.time() - t0, 2), "environment": _env(1, device)}))
+
+
+def run_e3(args) -> None:
+    import random
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    mod = _import(args.authors, "att_sim_statistical")
+    if args.probe:
+        probe_e3(mod, args.device)
+        return
     path = RECORDS / f"e3_H6_data{args.data_seed}.json"
     if path.is_file():
         print(f"e3: {path} exists")
         return
-    torch.set_num_threads(args.threads)
-    mod = _import(args.authors, "att_sim_statistical")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     model_file = work / f"e3_H6_data{args.data_seed}.pth"
@@ -159,9 +218,10 @@ def run_e3(args) -> None:
     mod.save_model = lambda model, _path: save(model, str(model_file))
     mod.load_frozen_model = lambda path, *a, **k: load(str(model_file), *a, **k)
     torch.manual_seed(args.data_seed)
+    random.seed(args.data_seed)
     tee = _Tee(sys.stdout)
     t0 = time.time()
-    with contextlib.redirect_stdout(tee):
+    with contextlib.redirect_stdout(tee), _on_device(mod, args.device):
         mod.main()
     log = tee.buf.getvalue()
     train = _floats(r"\[Mixed Train\] Epoch \d+/\d+ - Loss: ([0-9.eE+-]+)", log)
@@ -173,7 +233,7 @@ def run_e3(args) -> None:
         "heads": 6, "p": 60, "epochs": len(train), "data_seed": args.data_seed, "train_loss_per_epoch": train,
         "test_loss_per_eval_seed": per_task, "mean_std_printed": summary,
         "note": "the printed std is numpy's default (ddof = 0) over the five evaluation seeds of one model",
-        "seconds": round(time.time() - t0, 1), "changes": CHANGES["e3"], "environment": _env(args.threads)})
+        "seconds": round(time.time() - t0, 1), "changes": CHANGES["e3"], "environment": _env(args.threads, args.device)})
 
 
 def run_e4(args) -> None:
@@ -203,13 +263,15 @@ def main(argv=None) -> None:
     ap.add_argument("--work", default=str(HERE / "work"), help="scratch folder for files the code writes")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data-seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda for E3 (see CHANGES['e3'])")
     ap.add_argument("--records", type=Path, default=RECORDS, help="where the JSON records go")
     sub = ap.add_subparsers(dest="cmd", required=True)
     e1 = sub.add_parser("e1")
     e1.add_argument("--heads", type=int, nargs="+", default=[4, 6])
     e1.add_argument("--seeds", type=int, nargs="+", default=[1234, 1235, 1236])
     e1.add_argument("--epochs", type=int, default=50)
-    sub.add_parser("e3")
+    e3 = sub.add_parser("e3")
+    e3.add_argument("--probe", action="store_true", help="a few seconds' run of the E3 classes on --device")
     sub.add_parser("e4")
     sub.add_parser("table")
     args = ap.parse_args(argv)

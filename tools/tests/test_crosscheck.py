@@ -84,3 +84,25 @@ def test_e1_names_the_direction_from_this_pipeline_side(tmp_path, ours_scale, ve
     pd.DataFrame(runs).assign(mse_K=0.1, mse_Q=0.1, mse_V=0.1).to_csv(tmp_path / "set/tables/heads_runs.csv", index=False)
     (row,) = table.e1_rows(tmp_path / "records", tmp_path / "set")
     assert row["verdict"] == verdict and row["published_code_n"] == 3 and row["ours_n"] == 10
+
+
+def test_the_published_code_runs_on_another_device_without_edits():
+    """--device: the module's DataLoader shuffles with a generator on that device while the code runs, and is put
+    back after; on the CPU nothing is patched (the records made there stay as published)."""
+    import types
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from tools.crosscheck import published
+
+    mod = types.SimpleNamespace(DataLoader=DataLoader)
+    data = [torch.zeros(2)] * 8
+    with published._on_device(mod, "cpu"):
+        assert mod.DataLoader is DataLoader
+    with published._on_device(mod, "cpu:0"):
+        loader = mod.DataLoader(data, batch_size=4, shuffle=True)
+        assert loader.generator is not None and loader.generator.device == torch.device("cpu")
+        assert mod.DataLoader(data, batch_size=4).generator is None  # no shuffle: left alone
+        assert len(list(loader)) == 2
+    assert mod.DataLoader is DataLoader and torch.get_default_device() == torch.device("cpu")
