@@ -164,6 +164,12 @@ def _discover() -> tuple[Spec, ...]:
 SPECS: tuple[Spec, ...] = _discover()
 
 
+def training_rules() -> list[str]:
+    """Every experiment's training rules (:attr:`Spec.training_rules`), in label order: the GPU profiles give each one
+    GPU."""
+    return [rule for spec in SPECS for rule in spec.training_rules]
+
+
 def run_specs() -> list[tuple[str, object]]:
     """(label, RunSpec) of every experiment's per-seed records (:attr:`Spec.runs`), in label order. Imports the
     modules that define them (and so torch)."""
