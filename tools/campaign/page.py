@@ -18,6 +18,7 @@ from pathlib import Path
 from algo_emu import records
 from algo_emu.io import read_json, write_text
 from algo_emu.runtime import REPO_ROOT, cpu_label
+from algo_emu.specs import SPECS
 
 STATUS_WORDS = {
     "done": "done at the pinned commit",
@@ -46,7 +47,6 @@ DERIVED = {
                   "tables/f_emulation_ablation_runs.*", "tables/theorem31_runs.*", "figures/f_emulation.*"),
 }
 E1_DERIVED = ("tables/heads_*", "tables/prompt_length_*", "figures/heads_vs_mse.*", "figures/prompt_length_vs_mse.*")
-EXPERIMENT = {"heads": "E1", "theorem31": "E2", "statistical": "E3", "ames": "E4", "essay": "E6 (the essay)"}
 
 
 def _records(set_dir: Path, done: list, part: str = "") -> list[str]:
@@ -358,7 +358,8 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
         by_exp.setdefault(s.experiment, []).append(s.name.split("/", 1)[-1])
     out += ["", f"Missing ({len(todo)} settings, in the order `make campaign` runs them{cost}; the report's "
             f"{n_missing_rows} row(s) that wait for them read *{MISSING}* in [`{VERDICTS}`]({VERDICTS})):", ""]
-    out += [f"- {EXPERIMENT[e]}: {', '.join(names)}" for e, names in by_exp.items()] or ["- nothing"]
+    label = {spec.section: spec.label for spec in SPECS}
+    out += [f"- {label[e]}: {', '.join(names)}" for e, names in by_exp.items()] or ["- nothing"]
     if left_out:
         out += ["", "Records in this folder that do NOT enter the tables:", "", *left_out]
     tables = sorted(p.name for p in (set_dir / "tables").glob("*.md"))
