@@ -154,7 +154,7 @@ PRIORITY_WHY = {
     "theorem31": "E2 at p = 60 and 100 with the weight-blind baselines (Theorem 3.1)",
     "p_sweep": "E1 prompt-length sweep at H = 1 (published code; no number in the paper)",
     "independent": "E1 heads sweep under independent seeds (our corrected protocol)",
-    "statistical_rest": "E3's remaining (mode, H) settings",
+    "statistical_rest": "E3's remaining (mode, H) settings, reference_code's first (the Appendix C.1 figure at every H)",
 }
 
 
@@ -189,7 +189,8 @@ def settings(config: dict) -> list[Setting]:
     for pr, H, p in heads_settings(hp):
         if pr == "independent":
             out.append(heads_setting(pr, H, p, seeds, PRIORITY_WHY["independent"]))
-    for mode in st.get("modes", []):
+    # reference_code (the published script's mode, which the Appendix C.1 figure needs at every H) before fitted
+    for mode in sorted(st.get("modes", []), key=lambda m: m != "reference_code"):
         for H in st.get("heads_sweep", []):
             if H != 6:
                 out.append(statistical_setting(mode, H, seeds, PRIORITY_WHY["statistical_rest"]))

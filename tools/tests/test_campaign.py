@@ -265,7 +265,10 @@ def test_settings_priority_puts_the_e1_heads_sweep_first_and_h12_before_it():
     assert names.index("statistical/reference_code_H6") < names.index("theorem31/p60") < \
         names.index("heads/published/H1_p20")
     assert names.index("heads/published/H1_p110") < names.index("heads/independent/H1_p60") < \
-        names.index("statistical/fitted_H1")
+        names.index("statistical/reference_code_H1")
+    # the rest of E3: the published script's mode at every H (the Appendix C.1 figure) before the fitted mode
+    rest = [n for n in names if n.startswith("statistical/") and not n.endswith("_H6")]
+    assert rest == [f"statistical/{m}_H{h}" for m in ("reference_code", "fitted") for h in (1, 2, 4, 8, 12)]
     assert len(names) == len(set(names)) == 6 + 1 + 10 - 1 + 6 + 12 + 2 + 5
 
 
