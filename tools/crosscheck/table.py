@@ -27,6 +27,8 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:  # run as a script (as documented) or from published.py: tools/ importable
     sys.path.insert(0, str(ROOT))
 
+from algo_emu.report.replication import Z_AGREE  # noqa: E402
+
 
 def _load(pattern: str, records: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(records.glob(pattern))]
@@ -128,6 +130,58 @@ def e3_epochs(records: Path, set_dir: Path) -> list[str]:
                      f"{mc[99]:.3g} at epoch 100, {mc[-1]:.3g} at epoch {len(mc)}; first at or below the paper's level at "
                      f"epoch {d['cross_epoch']} (each seed: {min(c for c in d['seed_cross'] if c)}-"
                      f"{max(c for c in d['seed_cross'] if c)}); held out at the end: {d['heldout_mixed']:.3g}")
+    return lines
+
+
+#: Where the published code's own E3 model sits, stated before its numbers (the page prints it).
+PUBLISHED_MODEL_RULE = (
+    "[published-model]: two single trained models differ by chance as much as two of ours do, so the published "
+    "model's mean over its five evaluation sets is *at the paper's level* for an algorithm when it lies within "
+    f"{Z_AGREE:g} x sqrt(2) x our between-model sample sd of the paper's value. The epoch hypothesis (the paper's "
+    "values come from a model trained less far than the script's 300 epochs) is *contradicted* when the published "
+    "model is at the paper's level for all three algorithms after those 300 epochs, and *not contradicted* "
+    "otherwise. Against ours, the count of our models at or above its value says where in our between-model "
+    "spread it falls (one published model cannot separate its own draw from a difference of implementation).")
+
+
+def e3_published_model(records: Path, set_dir: Path) -> list[str]:
+    """The published code's own E3 model (``records/e3_H6_data*.json``) against the paper and against our
+    reference_code models at H = 6: rule :data:`PUBLISHED_MODEL_RULE`, then the numbers, then the reading."""
+    runs = pd.read_csv(set_dir / "tables" / "statistical_runs.csv")
+    ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6)]
+    recs = _load("e3_H6_data*.json", records)
+    if not recs or ours.empty:
+        return []
+    from algo_emu import paper_values
+
+    i = paper_values.STATISTICAL_HEADS["heads"].index(6)
+    lines = ["", "## E3: where the published code's own model sits", "", f"The rule, stated before the numbers: "
+             f"{PUBLISHED_MODEL_RULE}", ""]
+    for rec in recs:
+        at_level = []
+        for algo in ("lasso", "ridge", "linear"):
+            value = statistics.fmean(rec["test_loss_per_eval_seed"][algo])
+            mine = ours[ours.algorithm == algo].mse.tolist()
+            sd = statistics.stdev(mine)
+            paper = paper_values.STATISTICAL_HEADS[algo]["mean"][i]
+            z = abs(value - paper) / (math.sqrt(2) * sd)
+            at_level.append(z <= Z_AGREE)
+            lines.append(f"- {algo} (data seed {rec['data_seed']}): the published model {value:.4g}, the paper "
+                         f"{paper:.4g} ({'at' if z <= Z_AGREE else 'not at'} the paper's level: the difference is {z:.2f} "
+                         f"x sqrt(2) x our sd); {sum(m >= value for m in mine)} of our {len(mine)} models at or above it "
+                         f"(ours {min(mine):.3g}-{max(mine):.3g}, mean {statistics.fmean(mine):.3g})")
+        train = rec["train_loss_per_epoch"]
+        finals = ours.groupby("seed").final_train_loss.first().tolist() if "final_train_loss" in ours else []
+        if train and finals:
+            lines.append(f"- training loss at epoch {len(train)}: the published model {train[-1]:.3g} (mean of its "
+                         f"last 10 epochs {statistics.fmean(train[-10:]):.3g}); ours {min(finals):.3g}-"
+                         f"{max(finals):.3g}, {sum(f >= statistics.fmean(train[-10:]) for f in finals)} of "
+                         f"{len(finals)} at or above that mean")
+        lines += ["", f"**Reading (data seed {rec['data_seed']}): the epoch hypothesis is "
+                  + ("contradicted** (the published code reaches the paper's level at all three algorithms after its "
+                     "own 300 epochs)" if all(at_level) else
+                     f"not contradicted** (the published model is at the paper's level for {sum(at_level)} of 3 "
+                     "algorithms)") + "."]
     return lines
 
 
@@ -250,6 +304,7 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
                + " where the run had no network); it then builds its model, before any training, with its own values "
                "(hidden 2 x 262 = 524, 8 heads), and that model, built alone here, fails: "
                + e4["model_with_main_values"] + ". So the script cannot train as published, with or without the data."]
+    md += e3_published_model(records, set_dir)
     md += readout_lines
     md += ["", "## What was changed to run it", ""]
     for exp, ch in sorted(changes.items()):

@@ -65,6 +65,27 @@ def test_no_readout_record_no_section(tmp_path):
     assert table.e3_readout(tmp_path / "records", _set(tmp_path, 0.5)) == ([], [])
 
 
+@pytest.mark.parametrize("scale, reading", [
+    (1.0, "contradicted**"),  # the published code's own 300-epoch model lands on the paper's values
+    (0.5, "not contradicted**"),  # negative control: it lands where ours do, half the paper's
+])
+def test_published_model_rule_contradicts_the_epoch_hypothesis_only_at_the_papers_level(tmp_path, scale, reading):
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "e3_H6_data0.json").write_text(json.dumps(
+        {"data_seed": 0, "train_loss_per_epoch": [1.0 / (e + 1) for e in range(300)],
+         "test_loss_per_eval_seed": {a: [PAPER[a] * scale * (1 + 0.01 * k) for k in range(5)] for a in ALGOS}}))
+    lines = table.e3_published_model(tmp_path / "records", _set(tmp_path, 0.5))
+    rule = next(i for i, line in enumerate(lines) if table.PUBLISHED_MODEL_RULE in line)
+    (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading")]
+    assert rule < verdict and lines[verdict].startswith(f"**Reading (data seed 0): the epoch hypothesis is {reading}")
+    assert sum("not at the paper's level" in line for line in lines) == (0 if scale == 1.0 else 3)
+
+
+def test_no_published_e3_record_no_section(tmp_path):
+    (tmp_path / "records").mkdir()
+    assert table.e3_published_model(tmp_path / "records", _set(tmp_path, 0.5)) == []
+
+
 @pytest.mark.parametrize("ours_scale, verdict", [
     (2.0, "inconsistent (ours higher)"),  # this pipeline's runs at twice the published code's
     (0.5, "inconsistent (ours lower)"),
