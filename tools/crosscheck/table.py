@@ -162,21 +162,21 @@ def e3_published_model(records: Path, set_dir: Path) -> list[str]:
         for algo in ("lasso", "ridge", "linear"):
             value = statistics.fmean(rec["test_loss_per_eval_seed"][algo])
             mine = ours[ours.algorithm == algo].mse.tolist()
-            sd = statistics.stdev(mine)
+            mean, sd, n = _ms(mine)
             paper = paper_values.STATISTICAL_HEADS[algo]["mean"][i]
             z = abs(value - paper) / (math.sqrt(2) * sd)
             at_level.append(z <= Z_AGREE)
             lines.append(f"- {algo} (data seed {rec['data_seed']}): the published model {value:.4g}, the paper "
                          f"{paper:.4g} ({'at' if z <= Z_AGREE else 'not at'} the paper's level: the difference is {z:.2f} "
-                         f"x sqrt(2) x our sd); {sum(m >= value for m in mine)} of our {len(mine)} models at or above it "
-                         f"(ours {min(mine):.3g}-{max(mine):.3g}, mean {statistics.fmean(mine):.3g})")
+                         f"x sqrt(2) x our sd); {sum(m >= value for m in mine)} of our {n} models at or above it "
+                         f"(ours {min(mine):.3g}-{max(mine):.3g}, mean {mean:.3g})")
         train = rec["train_loss_per_epoch"]
         finals = ours.groupby("seed").final_train_loss.first().tolist() if "final_train_loss" in ours else []
         if train and finals:
+            last = statistics.fmean(train[-10:])
             lines.append(f"- training loss at epoch {len(train)}: the published model {train[-1]:.3g} (mean of its "
-                         f"last 10 epochs {statistics.fmean(train[-10:]):.3g}); ours {min(finals):.3g}-"
-                         f"{max(finals):.3g}, {sum(f >= statistics.fmean(train[-10:]) for f in finals)} of "
-                         f"{len(finals)} at or above that mean")
+                         f"last 10 epochs {last:.3g}); ours {min(finals):.3g}-{max(finals):.3g}, "
+                         f"{sum(f >= last for f in finals)} of {len(finals)} at or above that mean")
         lines += ["", f"**Reading (data seed {rec['data_seed']}): the epoch hypothesis is "
                   + ("contradicted** (the published code reaches the paper's level at all three algorithms after its "
                      "own 300 epochs)" if all(at_level) else
