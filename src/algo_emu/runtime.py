@@ -102,9 +102,10 @@ def reuse_freed_memory() -> bool:
     ``ALGO_EMU_REUSE_FREED_MEMORY=0``; returns whether it applied (False off glibc).
 
     Why: a step allocates its outputs and gradients afresh (several MB); by default glibc serves blocks above its
-    mmap threshold with fresh pages and gives freed heap back to the system, so every step pays page faults and the
-    kernel's zeroing of those pages (measured: about 200 minor faults per E3 step, 13 with this). Numbers do not
-    change: it is where memory comes from, not what is computed. Call it before the first large allocation."""
+    mmap threshold with fresh pages and gives freed heap back to the system, so a step can pay page faults and the
+    kernel's zeroing of those pages (how many depends on glibc's adaptive threshold: from tens to thousands per E3
+    step measured, a few with this). Numbers do not change: it is where memory comes from, not what is computed.
+    Call it before the first large allocation."""
     global _REUSING
     on = os.environ.get(MALLOC_ENV, "1").strip() != "0"
     if not on:
