@@ -4,7 +4,8 @@ E1: the published protocol's composed-head test MSE (mean of per-batch means on 
 axis), per seed, against the paper-scale set's records of the same protocol, H and p (``tables/heads_runs.csv``):
 both are means over independently trained models, compared by rule [paper-number] (|difference| <= 2 combined
 standard errors). E3: the published script's one model on its five evaluation sets, against the set's
-reference_code models at H = 6 (``tables/statistical_runs.csv``), by rule [one-model]; and where the published
+reference_code models at H = 6 (``tables/statistical_runs.csv``), by rule [one-model]; with two or more such models
+(data seeds), their spread against ours by rule [published-models]; and where the published
 model's training loss first reaches the paper's level (the mean of its three Appendix C.1 values at H = 6), beside
 ours. E4: how the published script fails.
 
@@ -76,6 +77,7 @@ def e3_rows(records: Path, set_dir: Path) -> list[dict]:
     from algo_emu import paper_values
 
     runs = pd.read_csv(set_dir / "tables" / "statistical_runs.csv")
+    i = paper_values.STATISTICAL_HEADS["heads"].index(6)
     out = []
     for rec in _load("e3_H6_data*.json", records):
         for algo in ("lasso", "ridge", "linear"):
@@ -85,7 +87,6 @@ def e3_rows(records: Path, set_dir: Path) -> list[dict]:
             sd0 = statistics.pstdev(vals)  # the script prints numpy's std (ddof = 0)
             ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)]
             om, osd, on = _ms(ours.mse.tolist())
-            i = paper_values.STATISTICAL_HEADS["heads"].index(6)
             verdict, z = agreement_one_model(mean0, sd0, k, om, osd, on)
             out.append({"experiment": "E3", "setting": f"{algo}, H=6, 300 epochs, N=50000 (data seed {rec['data_seed']})",
                         "metric": "test MSE against the noisy y, one model, five evaluation sets",
@@ -95,6 +96,17 @@ def e3_rows(records: Path, set_dir: Path) -> list[dict]:
                         "paper_sd": paper_values.STATISTICAL_HEADS[algo]["std"][i],
                         "verdict": verdict, "z": z, "rule": "[one-model]: the published script trains one model",
                         "minutes_published_code": rec["seconds"] / 60})
+    pooled, _ = e3_pooled(records, runs)
+    for r in pooled:
+        out.append({"experiment": "E3", "setting": f"{r['algorithm']}, H=6, 300 epochs, N=50000 (models of data seeds "
+                                                   f"{', '.join(map(str, r['data_seeds']))})",
+                    "metric": "test MSE against the noisy y, each model's mean over its five evaluation sets",
+                    "published_code": ", ".join(f"{v:.4g}" for v in r["values"]), "published_code_mean": r["mean"],
+                    "published_code_sd": r["sd"], "published_code_n": r["n"], "ours_mean": r["ours_mean"],
+                    "ours_sd": r["ours_sd"], "ours_n": r["ours_n"],
+                    "paper_mean": paper_values.STATISTICAL_HEADS[r["algorithm"]]["mean"][i],
+                    "paper_sd": paper_values.STATISTICAL_HEADS[r["algorithm"]]["std"][i], "verdict": r["verdict"],
+                    "rule": "[published-models]: means over independently trained models"})
     return out
 
 
@@ -144,6 +156,40 @@ PUBLISHED_MODEL_RULE = (
     "spread it falls (one published model cannot separate its own draw from a difference of implementation).")
 
 
+#: With two or more published-code E3 models, what their spread says of the factor of two (stated before the numbers).
+PUBLISHED_MODELS_RULE = (
+    "[published-models]: with two or more published-code models (different data seeds), each read as its mean over "
+    "its five evaluation sets, their mean and sample sd over models are compared with our models' by rule "
+    f"[paper-number] (both are means over independently trained models: consistent when the means differ by at most "
+    f"{Z_AGREE:g} combined standard errors). The factor of two between the paper's one model and ours is *one-model "
+    "variance* when the published models are consistent with ours for all three algorithms, *a difference of "
+    "implementation* when they are inconsistent, the published code higher, for at least two of the three, and *not "
+    "decided* otherwise. With two models the published sd has one degree of freedom, so the test is weak; each "
+    "further model strengthens it.")
+
+
+def e3_pooled(records: Path, runs: pd.DataFrame) -> tuple[list[dict], str | None]:
+    """Rule :data:`PUBLISHED_MODELS_RULE`: per algorithm, the published models' mean, sd and n over data seeds beside
+    our reference_code H = 6 models, with its verdict; and the reading (None under two published models)."""
+    from algo_emu.report.replication import agreement
+
+    recs = _load("e3_H6_data*.json", records)
+    if len(recs) < 2:
+        return [], None
+    out = []
+    for algo in ("lasso", "ridge", "linear"):
+        vals = [statistics.fmean(r["test_loss_per_eval_seed"][algo]) for r in recs]
+        ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)].mse.tolist()
+        (tm, ts, tn), (om, osd, on) = _ms(vals), _ms(ours)
+        out.append({"algorithm": algo, "values": vals, "data_seeds": [r["data_seed"] for r in recs], "mean": tm,
+                    "sd": ts, "n": tn, "ours_mean": om, "ours_sd": osd, "ours_n": on,
+                    "verdict": agreement(tm, ts, tn, om, osd, on)})
+    higher = sum(r["verdict"] == "inconsistent (ours lower)" for r in out)
+    reading = ("one-model variance" if all(r["verdict"] == "consistent" for r in out)
+               else "a difference of implementation" if higher >= 2 else "not decided")
+    return out, reading
+
+
 def e3_published_model(records: Path, set_dir: Path) -> list[str]:
     """The published code's own E3 model (``records/e3_H6_data*.json``) against the paper and against our
     reference_code models at H = 6: rule :data:`PUBLISHED_MODEL_RULE`, then the numbers, then the reading."""
@@ -182,6 +228,13 @@ def e3_published_model(records: Path, set_dir: Path) -> list[str]:
                      "own 300 epochs)" if all(at_level) else
                      f"not contradicted** (the published model is at the paper's level for {sum(at_level)} of 3 "
                      "algorithms)") + "."]
+    pooled, reading = e3_pooled(records, runs)
+    if pooled:
+        lines += ["", f"Over the published models, the rule, stated before the numbers: {PUBLISHED_MODELS_RULE}", ""]
+        lines += [f"- {r['algorithm']}: the published models {', '.join(f'{v:.4g}' for v in r['values'])} (data seeds "
+                  f"{', '.join(map(str, r['data_seeds']))}; mean {r['mean']:.4g} ± {r['sd']:.2g}), ours "
+                  f"{r['ours_mean']:.4g} ± {r['ours_sd']:.2g} ({r['ours_n']} models): {r['verdict']}" for r in pooled]
+        lines += ["", f"**Reading over {pooled[0]['n']} published models: the factor of two is {reading}.**"]
     return lines
 
 

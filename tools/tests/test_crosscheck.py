@@ -79,6 +79,29 @@ def test_published_model_rule_contradicts_the_epoch_hypothesis_only_at_the_paper
     (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading")]
     assert rule < verdict and lines[verdict].startswith(f"**Reading (data seed 0): the epoch hypothesis is {reading}")
     assert sum("not at the paper's level" in line for line in lines) == (0 if scale == 1.0 else 3)
+    assert not any(table.PUBLISHED_MODELS_RULE in line for line in lines)  # one model: no reading over models
+
+
+@pytest.mark.parametrize("scales, reading", [
+    ({a: (0.5, 0.55) for a in ALGOS}, "one-model variance"),  # the published models land where ours do
+    ({a: (1.0, 1.05) for a in ALGOS}, "a difference of implementation"),  # negative control: both at the paper's
+    ({"lasso": (1.0, 1.05), "ridge": (0.5, 0.55), "linear": (0.5, 0.55)}, "not decided"),  # one of three higher
+])
+def test_published_models_rule_reads_their_spread_against_ours(tmp_path, scales, reading):
+    (tmp_path / "records").mkdir()
+    for seed in (0, 1):
+        (tmp_path / "records" / f"e3_H6_data{seed}.json").write_text(json.dumps(
+            {"data_seed": seed, "seconds": 60.0, "train_loss_per_epoch": [1.0 / (e + 1) for e in range(300)],
+             "test_loss_per_eval_seed": {a: [PAPER[a] * scales[a][seed] * (1 + 0.01 * k) for k in range(5)]
+                                         for a in ALGOS}}))
+    set_dir = _set(tmp_path, 0.5)
+    lines = table.e3_published_model(tmp_path / "records", set_dir)
+    rule = next(i for i, line in enumerate(lines) if table.PUBLISHED_MODELS_RULE in line)
+    (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading over 2 published models")]
+    assert rule < verdict and lines[verdict] == f"**Reading over 2 published models: the factor of two is {reading}.**"
+    rows = [r for r in table.e3_rows(tmp_path / "records", set_dir) if r["rule"].startswith("[published-models]")]
+    assert [r["published_code_n"] for r in rows] == [2, 2, 2]
+    assert rows[0]["published_code_mean"] == pytest.approx(PAPER["lasso"] * sum(scales["lasso"]) / 2 * 1.02)
 
 
 def test_no_published_e3_record_no_section(tmp_path):
