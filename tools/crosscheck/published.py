@@ -7,7 +7,8 @@ prints is written to a small JSON record per run under ``--out``, resumable (a r
 
     git clone https://github.com/MAGICS-LAB/algo_emu /tmp/algo_emu && git -C /tmp/algo_emu checkout 6d39297
     python tools/crosscheck/published.py --authors /tmp/algo_emu e1 --heads 4 6 --seeds 1234 1235 1236
-    python tools/crosscheck/published.py --authors /tmp/algo_emu e3
+    python tools/crosscheck/published.py --authors /tmp/algo_emu e3                   # data seed 0
+    python tools/crosscheck/published.py --authors /tmp/algo_emu --data-seed 1 e3    # a second model, and so on
     python tools/crosscheck/published.py --authors /tmp/algo_emu --device cuda e3 --probe   # then without --probe
     python tools/crosscheck/published.py --authors /tmp/algo_emu e4
     python tools/crosscheck/published.py table      # the records as one table beside ours

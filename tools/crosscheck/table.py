@@ -336,7 +336,9 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
           "The paper's published code (its authors' repository at commit 6d39297, not part of this project) run on "
           "a CPU (environment at the end), changing only what is listed below, beside this set's records of the same settings, "
           "made the same way. Rebuild: `python tools/crosscheck/table.py`; run the code again (a checkout of that "
-          "repository and about 8 CPU-hours): the commands at the top of `tools/crosscheck/published.py`.", "",
+          f"repository; the runs here took {sum(r.get('seconds') or 0 for r in recs) / 3600:.1f} h of wall time in "
+          "all, their records say on how many threads): the commands at the top of `tools/crosscheck/published.py`.",
+          "",
           "| experiment | setting | published code (per run) | published code mean ± sd (n) | ours mean ± sd (n) | "
           "paper | verdict (rule) |", "|---|---|---|---|---|---|---|"]
     for r in rows:
