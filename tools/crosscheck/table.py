@@ -40,6 +40,11 @@ def _ms(values: list[float]) -> tuple[float, float, int]:
     return statistics.fmean(values), (statistics.stdev(values) if n > 1 else float("nan")), n
 
 
+def _ours_h6(runs: pd.DataFrame, algo: str) -> list[float]:
+    """Our reference_code H = 6 models' test MSEs for one algorithm (``tables/statistical_runs.csv``)."""
+    return runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)].mse.tolist()
+
+
 def e1_rows(records: Path, set_dir: Path) -> list[dict]:
     from algo_emu.report.replication import agreement
     from algo_emu import paper_values
@@ -85,8 +90,7 @@ def e3_rows(records: Path, set_dir: Path) -> list[dict]:
             k = len(vals)
             mean0 = statistics.fmean(vals)
             sd0 = statistics.pstdev(vals)  # the script prints numpy's std (ddof = 0)
-            ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)]
-            om, osd, on = _ms(ours.mse.tolist())
+            om, osd, on = _ms(_ours_h6(runs, algo))
             verdict, z = agreement_one_model(mean0, sd0, k, om, osd, on)
             out.append({"experiment": "E3", "setting": f"{algo}, H=6, 300 epochs, N=50000 (data seed {rec['data_seed']})",
                         "metric": "test MSE against the noisy y, one model, five evaluation sets",
@@ -179,8 +183,7 @@ def e3_pooled(records: Path, runs: pd.DataFrame) -> tuple[list[dict], str | None
     out = []
     for algo in ("lasso", "ridge", "linear"):
         vals = [statistics.fmean(r["test_loss_per_eval_seed"][algo]) for r in recs]
-        ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)].mse.tolist()
-        (tm, ts, tn), (om, osd, on) = _ms(vals), _ms(ours)
+        (tm, ts, tn), (om, osd, on) = _ms(vals), _ms(_ours_h6(runs, algo))
         out.append({"algorithm": algo, "values": vals, "data_seeds": [r["data_seed"] for r in recs], "mean": tm,
                     "sd": ts, "n": tn, "ours_mean": om, "ours_sd": osd, "ours_n": on,
                     "verdict": agreement(tm, ts, tn, om, osd, on)})
@@ -264,8 +267,7 @@ def e3_readout(records: Path, set_dir: Path) -> tuple[list[dict], list[str]]:
     for algo in ("lasso", "ridge", "linear"):
         vals = [rec["test_mse_vs_noisy_y"][str(s)][algo] for s in rec["seeds"]]
         rm, rsd, rn = _ms(vals)
-        ours = runs[(runs["mode"] == "reference_code") & (runs.heads == 6) & (runs.algorithm == algo)]
-        om, osd, on = _ms(ours.mse.tolist())
+        om, osd, on = _ms(_ours_h6(runs, algo))
         pm = paper_values.STATISTICAL_HEADS[algo]["mean"][i]
         ps = paper_values.STATISTICAL_HEADS[algo]["std"][i]
         v_read, z_read = agreement_one_model(pm, ps, 5, rm, rsd, rn)
