@@ -7,7 +7,8 @@ standard errors). E3: the published script's one model on its five evaluation se
 reference_code models at H = 6 (``tables/statistical_runs.csv``), by rule [one-model]; with two or more such models
 (data seeds), their spread against ours by rule [published-models]; and where the published
 model's training loss first reaches the paper's level (the mean of its three Appendix C.1 values at H = 6), beside
-ours. E4: how the published script fails.
+ours; and each side's frozen models on the other side's test prompts (``swap_eval.py``), by rule [swap]: does the
+gap follow the models or the test data. E4: how the published script fails.
 
     python tools/crosscheck/table.py [--set results/reference/paper-scale] [--out <set>/crosscheck]
 """
@@ -318,6 +319,72 @@ def e3_readout(records: Path, set_dir: Path) -> tuple[list[dict], list[str]]:
     return rows, lines
 
 
+#: Where E3's gap lives, stated before the numbers (the page prints it): each side's models on both sides' test sets.
+SWAP_RULE = ("[swap]: per algorithm, the model gap on a test set is the published models' mean MSE there minus ours, "
+             "and a side's data shift is its models' mean MSE on the other side's test set minus on its own. The gap "
+             "follows the models when it is positive on both test sets and each side's |data shift| is under a "
+             "quarter of the smaller gap; it follows the test data when a side's |data shift| is at least the larger "
+             "|gap|; otherwise both")
+
+
+def swap_reading(pub: dict[str, float], ours: dict[str, float]) -> tuple[str, dict[str, float]]:
+    """Rule :data:`SWAP_RULE` for one algorithm. ``pub`` / ``ours``: that side's models' mean MSE on the test sets
+    ``"published"`` and ``"ours"``. Returns the reading ("the models", "the test data", "both") and its terms."""
+    gap = {k: pub[k] - ours[k] for k in ("published", "ours")}
+    shift = {"published": pub["ours"] - pub["published"], "ours": ours["published"] - ours["ours"]}
+    big = max(abs(v) for v in shift.values())
+    if min(gap.values()) > 0 and big < 0.25 * min(gap.values()):
+        reading = "the models"
+    elif big >= max(abs(v) for v in gap.values()):
+        reading = "the test data"
+    else:
+        reading = "both"
+    return reading, {"gap_published_set": gap["published"], "gap_our_set": gap["ours"],
+                     "shift_published_models": shift["published"], "shift_our_models": shift["ours"]}
+
+
+def e3_swap(records: Path) -> list[str]:
+    """Each side's frozen E3 models on both sides' test sets (``records/e3_swap_H6.json``, ``swap_eval.py``)."""
+    path = records / "e3_swap_H6.json"
+    if not path.is_file():
+        return []
+    rec = json.loads(path.read_text())
+    mse, checks = rec["mse"], rec["checks"]
+
+    def side(models: dict, test: str, algo: str) -> list[float]:
+        return [statistics.fmean(m[test][algo]) for m in models.values()]
+
+    lines = ["", "## E3's factor of two: each side's models on the other side's test prompts", "",
+             f"The rule, stated before the numbers: {SWAP_RULE}.", "",
+             f"Published models: {', '.join(sorted(mse['published_models']))} (the published script's, above); ours: "
+             f"the set's reference_code H = 6 models of seeds {', '.join(map(str, rec['our_seeds']))}, retrained "
+             f"from the set's data (`tools/crosscheck/swap_eval.py`, commit `{rec['commit'][:12]}`). Test sets: the "
+             f"published script's (evaluation seeds {', '.join(map(str, rec['published_eval_seeds']))}, 1,000 prompts "
+             f"per algorithm) and ours (the set's evaluation prompts of those seeds); score: {rec['score']}. "
+             f"Checks: the published models on their own sets reproduce their records within "
+             f"{max(checks['published_vs_record_max_abs'].values()):.1e} (the records print 4 decimals); our models "
+             f"on their own sets reproduce the set's records within {checks['ours_vs_set_records_max_abs']:.1e}.", "",
+             "| algorithm | published models on their sets | published models on ours | ours on the published sets "
+             "| ours on ours | gap on published / our sets | data shift of published / our models | reading |",
+             "|---|---|---|---|---|---|---|---|"]
+    readings = []
+    for algo in ("lasso", "ridge", "linear"):
+        pub = {t: side(mse["published_models"], t, algo) for t in ("published", "ours")}
+        our = {t: side(mse["our_models"], t, algo) for t in ("published", "ours")}
+        reading, terms = swap_reading({t: statistics.fmean(v) for t, v in pub.items()},
+                                      {t: statistics.fmean(v) for t, v in our.items()})
+        readings.append(reading)
+        cell = lambda v: f"{statistics.fmean(v):.4g} ({', '.join(f'{x:.3g}' for x in v)})"  # noqa: E731
+        lines.append(f"| {algo} | {cell(pub['published'])} | {cell(pub['ours'])} | {cell(our['published'])} | "
+                     f"{cell(our['ours'])} | {terms['gap_published_set']:.3g} / {terms['gap_our_set']:.3g} | "
+                     f"{terms['shift_published_models']:.2g} / {terms['shift_our_models']:.2g} | {reading} |")
+    overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
+        f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
+    lines += ["", "Each cell: the mean over that side's models, then each model's mean over the test set's seeds.", "",
+              f"**Reading: the gap follows {overall}.**"]
+    return lines
+
+
 def _g(x) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
 
@@ -363,6 +430,7 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
                + e4["model_with_main_values"] + ". So the script cannot train as published, with or without the data."]
     md += e3_published_model(records, set_dir)
     md += readout_lines
+    md += e3_swap(records)
     md += ["", "## What was changed to run it", ""]
     for exp, ch in sorted(changes.items()):
         md += [f"- {exp}: " + "; ".join(ch)]

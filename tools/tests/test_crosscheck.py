@@ -150,3 +150,42 @@ def test_the_published_code_runs_on_another_device_without_edits():
         assert mod.DataLoader(data, batch_size=4).generator is None  # no shuffle: left alone
         assert len(list(loader)) == 2
     assert mod.DataLoader is DataLoader and torch.get_default_device() == torch.device("cpu")
+
+
+def _swap_record(tmp_path: Path, pub: dict, ours: dict) -> Path:
+    """A swap record: ``pub`` / ``ours`` map test set -> scale of the paper's value for that side's models."""
+    def models(scales, names):
+        return {n: {t: {a: [PAPER[a] * scales[t] * (1 + 0.01 * k) for k in range(3)] for a in ALGOS}
+                    for t in ("published", "ours")} for n in names}
+    rec = {"our_seeds": [0, 1, 2], "commit": "0" * 40, "published_eval_seeds": [42, 43, 44, 45, 46],
+           "score": "mean of per-batch MSE", "checks": {"published_vs_record_max_abs": {"a.pth": 4e-5},
+                                                        "ours_vs_set_records_max_abs": 1e-9},
+           "mse": {"published_models": models(pub, ["a.pth", "b.pth"]), "our_models": models(ours, ["seed0", "seed1"])}}
+    (tmp_path / "records").mkdir(exist_ok=True)
+    (tmp_path / "records" / "e3_swap_H6.json").write_text(json.dumps(rec))
+    return tmp_path / "records"
+
+
+@pytest.mark.parametrize("pub, ours, reading", [
+    # each side's models keep their level on both test sets: the models differ
+    ({"published": 0.8, "ours": 0.8}, {"published": 0.5, "ours": 0.5}, "the models"),
+    # negative control: the same models score by the test set (the published set harder): the data differ
+    ({"published": 0.8, "ours": 0.5}, {"published": 0.8, "ours": 0.5}, "the test data"),
+    # a third of the distance between the sides moves with the test set
+    ({"published": 0.8, "ours": 0.7}, {"published": 0.6, "ours": 0.5}, "both"),
+])
+def test_swap_rule_says_models_data_or_both(tmp_path, pub, ours, reading):
+    lines = table.e3_swap(_swap_record(tmp_path, pub, ours))
+    rule = next(i for i, line in enumerate(lines) if table.SWAP_RULE in line)
+    (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading: the gap follows")]
+    assert rule < verdict and lines[verdict] == f"**Reading: the gap follows {reading}.**"
+    assert sum(f"| {reading} |" in line for line in lines) == 3
+
+
+def test_swap_rule_terms_and_no_record_no_section(tmp_path):
+    reading, terms = table.swap_reading({"published": 0.10, "ours": 0.11}, {"published": 0.06, "ours": 0.05})
+    assert reading == "the models" and terms == pytest.approx(
+        {"gap_published_set": 0.04, "gap_our_set": 0.06, "shift_published_models": 0.01, "shift_our_models": 0.01})
+    assert table.swap_reading({"published": 0.05, "ours": 0.06}, {"published": 0.06, "ours": 0.05})[0] == "the test data"
+    (tmp_path / "records").mkdir()
+    assert table.e3_swap(tmp_path / "records") == []

@@ -1,0 +1,176 @@
+"""E3's factor of two, swapped: each side's frozen models on the other side's test prompts.
+
+The published E3 code's models (``published.py e3``) and ours (``reference_code``, H = 6, the paper's budget) are
+each evaluated on both test sets: the published script's own (its five evaluation seeds 42..46, 1,000 prompts per
+algorithm, drawn by its own ``SimStatsDataset`` in the order its evaluation loop draws them, scored its way: the mean
+of per-batch MSEs over batches of 64) and ours (``eval_batches``, this pipeline's test prompts, scored the same
+per-batch way). The published models' numbers on their own sets must equal their records' (it proves the sets are
+the ones the published script drew), and ours on our sets must equal the paper-scale set's records of the same seeds
+(it proves the models are the set's: an ensemble member trains the same alone or beside others).
+
+Our models: the set's E3 run (``reference_code``, H = 6) for three of its seeds, trained at the set's commit from its
+data files with the parameters its job ran with (the job's command, ``--heads 6 --seeds 0 1 2``, ``--model`` below):
+
+    python -m algo_emu statistical train --params "$(cat <params.json>)" --mode reference_code --heads 6 \
+        --seeds 0 1 2 --data <seed0 .. seed2 dataset.pt> --model <ours.pt> --device cpu --threads 2
+    python tools/crosscheck/swap_eval.py --authors <checkout at 6d39297> --model <ours.pt>
+
+``table.py`` reads the record by its rule [swap] (``SWAP_RULE``, stated there before the numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+RECORD = HERE / "records" / "e3_swap_H6.json"
+EVAL_SEEDS = (42, 43, 44, 45, 46)
+TASKS = ("lasso", "linear", "ridge")
+#: The published script's shapes (att_sim_statistical.main()).
+SHAPES = {"input_dim": 24, "hidden_dim": 48, "prompt_dim": 24, "seq_len": 20, "num_head": 6, "p": 60}
+
+
+def _import_published(authors: Path):
+    sys.path.insert(0, str(authors))
+    import importlib
+
+    return importlib.import_module("att_sim_statistical")
+
+
+def published_sets(mod) -> list[dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+    """The published evaluation's test sets, drawn as its loop draws them: per seed, the three RNGs seeded, a model
+    built (its initialisation consumes torch draws before the data), then lasso, linear, ridge in that order, each
+    read through the script's loader."""
+    sets = []
+    for seed in EVAL_SEEDS:
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        mod.OneLayerAttention(input_dim=SHAPES["input_dim"], hidden_dim=SHAPES["hidden_dim"],
+                              prompt_dim=SHAPES["prompt_dim"], seq_len=SHAPES["seq_len"],
+                              number_of_heads=SHAPES["num_head"], p=SHAPES["p"])
+        one = {}
+        for task in TASKS:
+            ds = mod.SimStatsDataset(num_samples=1000, seq_len=SHAPES["seq_len"], input_dim=SHAPES["input_dim"],
+                                     prompt_dim=SHAPES["prompt_dim"], algorithm=task, noise_std=0.05)
+            # through the script's own loader: starting its iterator draws from torch's global generator, which
+            # the next algorithm's set then starts from
+            x, y, w = (torch.cat(t) for t in zip(*mod.DataLoader(ds, batch_size=64, shuffle=False)))
+            one[task] = (x, y[..., 0], w)
+        sets.append(one)
+    return sets
+
+
+def our_sets(params: dict, seeds: list[int]) -> list[dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+    """This pipeline's test prompts (per seed and algorithm) as (x, y, w)."""
+    from algo_emu.experiments import statistical as e3
+
+    batches = e3.eval_batches(params, "reference_code", seeds)
+    d = params["d"]
+    out = []
+    for e, _s in enumerate(seeds):
+        one = {}
+        for task in TASKS:
+            b = batches[task][e]
+            one[task] = (b["inputs"][..., :d].float(), b["target"].float(), b["inputs"][:, 0, d:].float())
+        out.append(one)
+    return out
+
+
+def per_batch_mse(pred: torch.Tensor, y: torch.Tensor, batch: int = 64) -> float:
+    """The published score: the mean over consecutive batches of ``batch`` prompts of each batch's MSE."""
+    pred, y = pred.double(), y.double()
+    losses = [float((pred[i:i + batch] - y[i:i + batch]).square().mean()) for i in range(0, len(y), batch)]
+    return sum(losses) / len(losses)
+
+
+def score(predict, sets) -> dict[str, list[float]]:
+    with torch.no_grad():
+        return {t: [per_batch_mse(predict(*s[t][::2]), s[t][1]) for s in sets] for t in TASKS}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--authors", type=Path, required=True, help="a checkout of MAGICS-LAB/algo_emu at 6d39297")
+    ap.add_argument("--published", type=Path, nargs="+",
+                    default=[HERE / "work" / "e3_H6_data0.pth", HERE / "work" / "e3_H6_data1.pth"],
+                    help="the published code's trained models (published.py e3 writes them)")
+    ap.add_argument("--model", type=Path, default=HERE / "work" / "ours_reference_code_H6.pt",
+                    help="our frozen E3 model (reference_code, H = 6), any members")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--config", type=Path, default=ROOT / "config" / "config.yaml")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from algo_emu.config import load_config
+    from algo_emu.experiments import statistical as e3
+    from algo_emu.frozen import frozen, load_frozen
+
+    cfg = load_config(args.config, gpu_check=False)
+    params = cfg["statistical"]
+    ours, info = load_frozen(args.model, e3.build_model)
+    members = [int(m[0]) for m in info["meta"]["members"]]
+    mod = _import_published(args.authors)
+    sets = {"published": published_sets(mod), "ours": our_sets(params, members)}
+
+    res: dict = {"published_models": {}, "our_models": {}}
+    for path in args.published:
+        m = mod.load_frozen_model(str(path), SHAPES["input_dim"], SHAPES["hidden_dim"], SHAPES["prompt_dim"],
+                                  SHAPES["seq_len"], SHAPES["num_head"], SHAPES["p"])
+        res["published_models"][path.name] = {k: score(lambda x, w: m(x, w)[..., 0], s) for k, s in sets.items()}
+    record: dict = {}
+    with frozen(ours, record):
+        for e, s in enumerate(members):
+            def ours_e(x, w, e=e):
+                tokens = torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
+                stacked = tokens.unsqueeze(0).expand(len(members), *tokens.shape)
+                return ours(stacked)[e, ..., 0]
+            res["our_models"][f"seed{s}"] = {k: score(ours_e, st) for k, st in sets.items()}
+    # The checks: each published model on its own sets reproduces its record (printed to 4 decimals), and each of
+    # our members on its own seed's set (scored over the whole set, as the pipeline scores) reproduces the set's.
+    checks: dict = {"published_vs_record_max_abs": {}, "ours_vs_set_records_max_abs": None}
+    for path in args.published:
+        rec = json.loads((HERE / "records" / (path.stem + ".json")).read_text())["test_loss_per_eval_seed"]
+        got = res["published_models"][path.name]["published"]
+        checks["published_vs_record_max_abs"][path.name] = max(abs(a - b) for t in TASKS for a, b in zip(got[t], rec[t]))
+    diffs = []
+    with frozen(ours, record):
+        for e, s in enumerate(members):
+            runs = ROOT / "results/reference/paper-scale/statistical/runs/reference_code_H6" / f"seed{s}" / "metrics.json"
+            rec = json.loads(runs.read_text())["errors"]
+            for t in TASKS:
+                x, y, w = sets["ours"][e][t]
+                tokens = torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
+                pred = ours(tokens.unsqueeze(0).expand(len(members), *tokens.shape))[e, ..., 0]
+                diffs.append(abs(per_batch_mse(pred, y, batch=len(y)) - rec[t]["prediction"]))
+    checks["ours_vs_set_records_max_abs"] = max(diffs)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    out = {"experiment": "E3", "question": "does the gap between the published code's models and ours follow the "
+           "models or the test prompts?", "heads": 6, "epochs": params["epochs"],
+           "our_seeds": members, "our_model_sha256": info.get("sha256"), "commit": commit,
+           "bit_identical": record.get("bit_identical"), "published_eval_seeds": list(EVAL_SEEDS),
+           "our_eval_sets": f"eval_batches of seeds {members}", "score": "mean of per-batch (64 prompts) MSE vs noisy y",
+           "mse": res, "checks": checks, "torch": torch.__version__}
+    RECORD.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RECORD.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    with open(tmp) as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, RECORD)
+    print(json.dumps(checks))
+    for who, models in res.items():
+        for name, r in models.items():
+            print(who, name, {k: {t: round(float(np.mean(v)), 4) for t, v in r[k].items()} for k in r})
+
+
+if __name__ == "__main__":
+    main()
