@@ -13,7 +13,10 @@ data files with the parameters its job ran with (the job's command, ``--heads 6 
 
     python -m algo_emu statistical train --params "$(cat <params.json>)" --mode reference_code --heads 6 \
         --seeds 0 1 2 --data <seed0 .. seed2 dataset.pt> --model <ours.pt> --device cpu --threads 2
-    python tools/crosscheck/swap_eval.py --authors <checkout at 6d39297> --model <ours.pt>
+    python tools/crosscheck/swap_eval.py --authors <checkout at 6d39297> --model <ours.pt> --data <the same dataset.pt>
+
+With ``--data``, each model's MSE on its own training set (its final parameters) is recorded beside its last epoch's
+mean training loss (the running mean over that epoch's steps, which the training logs print).
 
 ``table.py`` reads the record by its rule [swap] (``SWAP_RULE``, stated there before the numbers).
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -38,6 +40,13 @@ EVAL_SEEDS = (42, 43, 44, 45, 46)
 TASKS = ("lasso", "linear", "ridge")
 #: The published script's shapes (att_sim_statistical.main()).
 SHAPES = {"input_dim": 24, "hidden_dim": 48, "prompt_dim": 24, "seq_len": 20, "num_head": 6, "p": 60}
+
+
+def _write(path: Path, rec: dict) -> None:
+    sys.path.insert(0, str(HERE))
+    from published import _write as write  # noqa: PLC0415  (tools/crosscheck/published.py: temporary file, fsync, rename)
+
+    write(path, rec)
 
 
 def _import_published(authors: Path):
@@ -87,6 +96,24 @@ def our_sets(params: dict, seeds: list[int]) -> list[dict[str, tuple[torch.Tenso
     return out
 
 
+def published_train_set(mod, data_seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The published model's own training set, redrawn as ``published.py e3`` draws it (both seeds set, then the
+    script's first draw: 50,000 mixed prompts)."""
+    torch.manual_seed(data_seed)
+    random.seed(data_seed)
+    ds = mod.SimStatsDataset(num_samples=50_000, seq_len=SHAPES["seq_len"], input_dim=SHAPES["input_dim"],
+                             prompt_dim=SHAPES["prompt_dim"], algorithm="mixed", noise_std=0.05)
+    x, y, w = (torch.stack(t) for t in zip(*ds.sample))
+    return x, y[..., 0], w
+
+
+def whole_mse(predict, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, chunk: int = 2000) -> float:
+    """MSE over a whole set (every prompt and token), predicted in chunks."""
+    with torch.no_grad():
+        pred = torch.cat([predict(x[i:i + chunk], w[i:i + chunk]) for i in range(0, len(x), chunk)])
+    return float((pred.double() - y.double()).square().mean())
+
+
 def per_batch_mse(pred: torch.Tensor, y: torch.Tensor, batch: int = 64) -> float:
     """The published score: the mean over consecutive batches of ``batch`` prompts of each batch's MSE."""
     pred, y = pred.double(), y.double()
@@ -107,6 +134,9 @@ def main(argv=None) -> None:
                     help="the published code's trained models (published.py e3 writes them)")
     ap.add_argument("--model", type=Path, default=HERE / "work" / "ours_reference_code_H6.pt",
                     help="our frozen E3 model (reference_code, H = 6), any members")
+    ap.add_argument("--data", type=Path, nargs="*", default=[],
+                    help="our models' training sets (dataset.pt of each member's seed, in member order): the final "
+                         "parameters' MSE on them, beside each published model's on its own (redrawn)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "config.yaml")
     args = ap.parse_args(argv)
@@ -123,10 +153,15 @@ def main(argv=None) -> None:
     sets = {"published": published_sets(mod), "ours": our_sets(params, members)}
 
     res: dict = {"published_models": {}, "our_models": {}}
+    train: dict = {}  # each model's MSE on its own training set (final parameters) beside its last epoch's mean loss
     for path in args.published:
         m = mod.load_frozen_model(str(path), SHAPES["input_dim"], SHAPES["hidden_dim"], SHAPES["prompt_dim"],
                                   SHAPES["seq_len"], SHAPES["num_head"], SHAPES["p"])
         res["published_models"][path.name] = {k: score(lambda x, w: m(x, w)[..., 0], s) for k, s in sets.items()}
+        seed = int(path.stem.rsplit("data", 1)[1])
+        hist = json.loads((HERE / "records" / (path.stem + ".json")).read_text())["train_loss_per_epoch"]
+        train[path.name] = {"final_params_mse": whole_mse(lambda x, w: m(x, w)[..., 0], *published_train_set(mod, seed)),
+                            "last_epoch_running_mean": hist[-1]}
     record: dict = {}
     with frozen(ours, record):
         for e, s in enumerate(members):
@@ -135,6 +170,17 @@ def main(argv=None) -> None:
                 stacked = tokens.unsqueeze(0).expand(len(members), *tokens.shape)
                 return ours(stacked)[e, ..., 0]
             res["our_models"][f"seed{s}"] = {k: score(ours_e, st) for k, st in sets.items()}
+        if args.data:
+            from algo_emu.data.statistical_sets import load_data
+
+            data = load_data(params, "reference_code", members, args.data)
+            d = params["d"]
+            for e, s in enumerate(members):
+                x, w = data[s]["inputs"][..., :d].float(), data[s]["inputs"][:, 0, d:].float()
+                train[f"seed{s}"] = {"final_params_mse": whole_mse(lambda x, w, e=e: ours_e(x, w, e), x,
+                                                                   data[s]["target"].float(), w),
+                                     "last_epoch_running_mean": info["history"][str(s)][-1]}
+            del data
     # The checks: each published model on its own sets reproduces its record (printed to 4 decimals), and each of
     # our members on its own seed's set (scored over the whole set, as the pipeline scores) reproduces the set's.
     checks: dict = {"published_vs_record_max_abs": {}, "ours_vs_set_records_max_abs": None}
@@ -154,19 +200,19 @@ def main(argv=None) -> None:
                 diffs.append(abs(per_batch_mse(pred, y, batch=len(y)) - rec[t]["prediction"]))
     checks["ours_vs_set_records_max_abs"] = max(diffs)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "tools", "src"],
+                                cwd=ROOT, capture_output=True, text=True).stdout.strip())
     out = {"experiment": "E3", "question": "does the gap between the published code's models and ours follow the "
            "models or the test prompts?", "heads": 6, "epochs": params["epochs"],
-           "our_seeds": members, "our_model_sha256": info.get("sha256"), "commit": commit,
+           "our_seeds": members, "our_model_sha256": info.get("sha256"), "commit": commit, "commit_dirty": dirty,
+           "our_model_trained_at": info["environment"].get("git_commit"),
+           "our_model_data_sha256": info.get("data_sha256"), "our_model_train_seconds": info["timing"].get("train_seconds_this_call"),
            "bit_identical": record.get("bit_identical"), "published_eval_seeds": list(EVAL_SEEDS),
            "our_eval_sets": f"eval_batches of seeds {members}", "score": "mean of per-batch (64 prompts) MSE vs noisy y",
-           "mse": res, "checks": checks, "torch": torch.__version__}
-    RECORD.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RECORD.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
-    with open(tmp) as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, RECORD)
+           "mse": res, "train_set": train, "checks": checks, "torch": torch.__version__}
+    _write(RECORD, out)
     print(json.dumps(checks))
+    print(json.dumps(train, indent=1))
     for who, models in res.items():
         for name, r in models.items():
             print(who, name, {k: {t: round(float(np.mean(v)), 4) for t, v in r[k].items()} for k in r})

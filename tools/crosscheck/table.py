@@ -358,7 +358,9 @@ def e3_swap(records: Path) -> list[str]:
              f"The rule, stated before the numbers: {SWAP_RULE}.", "",
              f"Published models: {', '.join(sorted(mse['published_models']))} (the published script's, above); ours: "
              f"the set's reference_code H = 6 models of seeds {', '.join(map(str, rec['our_seeds']))}, retrained "
-             f"from the set's data (`tools/crosscheck/swap_eval.py`, commit `{rec['commit'][:12]}`). Test sets: the "
+             f"from the set's data at commit `{str(rec.get('our_model_trained_at'))[:12]}`; evaluated by "
+             f"`tools/crosscheck/swap_eval.py` at commit `{rec['commit'][:12]}`"
+             f"{' (uncommitted changes)' if rec.get('commit_dirty') else ''}. Test sets: the "
              f"published script's (evaluation seeds {', '.join(map(str, rec['published_eval_seeds']))}, 1,000 prompts "
              f"per algorithm) and ours (the set's evaluation prompts of those seeds); score: {rec['score']}. "
              f"Checks: the published models on their own sets reproduce their records within "
@@ -380,8 +382,13 @@ def e3_swap(records: Path) -> list[str]:
                      f"{terms['shift_published_models']:.2g} / {terms['shift_our_models']:.2g} | {reading} |")
     overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
         f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
-    lines += ["", "Each cell: the mean over that side's models, then each model's mean over the test set's seeds.", "",
-              f"**Reading: the gap follows {overall}.**"]
+    lines += ["", "Each cell: the mean over that side's models, then each model's mean over the test set's seeds."]
+    if rec.get("train_set"):
+        lines += ["", "Each model on its own training set (50,000 mixed prompts; its final parameters), beside the mean "
+                  "training loss of its last epoch (the running mean over that epoch's steps, as the logs print it): "
+                  + "; ".join(f"{name} {t['final_params_mse']:.4g} vs {t['last_epoch_running_mean']:.4g}"
+                              for name, t in rec["train_set"].items()) + "."]
+    lines += ["", f"**Reading: the gap follows {overall}.**"]
     return lines
 
 

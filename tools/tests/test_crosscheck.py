@@ -160,7 +160,8 @@ def _swap_record(tmp_path: Path, pub: dict, ours: dict) -> Path:
     rec = {"our_seeds": [0, 1, 2], "commit": "0" * 40, "published_eval_seeds": [42, 43, 44, 45, 46],
            "score": "mean of per-batch MSE", "checks": {"published_vs_record_max_abs": {"a.pth": 4e-5},
                                                         "ours_vs_set_records_max_abs": 1e-9},
-           "mse": {"published_models": models(pub, ["a.pth", "b.pth"]), "our_models": models(ours, ["seed0", "seed1"])}}
+           "mse": {"published_models": models(pub, ["a.pth", "b.pth"]), "our_models": models(ours, ["seed0", "seed1"])},
+           "train_set": {"a.pth": {"final_params_mse": 0.11, "last_epoch_running_mean": 0.094}}}
     (tmp_path / "records").mkdir(exist_ok=True)
     (tmp_path / "records" / "e3_swap_H6.json").write_text(json.dumps(rec))
     return tmp_path / "records"
@@ -180,6 +181,7 @@ def test_swap_rule_says_models_data_or_both(tmp_path, pub, ours, reading):
     (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading: the gap follows")]
     assert rule < verdict and lines[verdict] == f"**Reading: the gap follows {reading}.**"
     assert sum(f"| {reading} |" in line for line in lines) == 3
+    assert any("a.pth 0.11 vs 0.094" in line for line in lines)
 
 
 def test_swap_rule_terms_and_no_record_no_section(tmp_path):
