@@ -15,6 +15,15 @@ data files with the parameters its job ran with (the job's command, ``--heads 6 
         --seeds 0 1 2 --data <seed0 .. seed2 dataset.pt> --model <ours.pt> --device cpu --threads 2
     python tools/crosscheck/swap_eval.py --authors <checkout at 6d39297> --model <ours.pt> --data <the same dataset.pt>
 
+Then which half of "the models" carries the gap, the trainer or the training set: our trainer on the published
+script's training set (redrawn and written as our data set of each seed; the same inits and data orders as ours):
+
+    python tools/crosscheck/swap_eval.py --authors <checkout> --write-published-data <folder> --data-seed 0
+    python -m algo_emu statistical train ... --seeds 0 1 2 --data <folder>/data/statistical/reference_code/seed<s>/dataset.pt \
+        --model <ours_on_published.pt>
+    python tools/crosscheck/swap_eval.py --authors <checkout> --model <ours.pt> --data <...> \
+        --on-published-data <ours_on_published.pt> --data-seed 0
+
 With ``--data``, each model's MSE on its own training set (its final parameters) is recorded beside its last epoch's
 mean training loss (the running mean over that epoch's steps, which the training logs print).
 
@@ -107,6 +116,37 @@ def published_train_set(mod, data_seed: int) -> tuple[torch.Tensor, torch.Tensor
     return x, y[..., 0], w
 
 
+def write_published_train_set(mod, data_seed: int, params: dict, folder: Path, seeds: list[int]) -> list[Path]:
+    """The published model's training set (:func:`published_train_set`'s draw, each prompt's algorithm recorded as
+    the script draws it) written as this pipeline's data set of each of ``seeds`` (the same prompts under each),
+    so that our trainer can train on it: each member's init and data order are our seed's, only the 50,000
+    prompts differ. Returns the files, in ``seeds``' order."""
+    from algo_emu.data import statistical as st
+    from algo_emu.data.statistical_sets import _data_expect
+
+    drawn: list[str] = []
+    choice = mod.random.choice
+
+    def recording_choice(seq):
+        drawn.append(choice(seq))  # the same draw from the same generator; only remembered
+        return drawn[-1]
+
+    mod.random.choice = recording_choice
+    try:
+        x, y, w = published_train_set(mod, data_seed)
+    finally:
+        mod.random.choice = choice
+    names = list(params["algorithms"]["reference_code"])
+    data = {"inputs": torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1), "target": y,
+            "algorithm": torch.tensor([names.index(a) for a in drawn])}
+    paths = []
+    for seed in seeds:
+        paths.append(folder / f"data/statistical/reference_code/seed{seed}/dataset.pt")
+        st.write_dataset(paths[-1], data, _data_expect(params, "reference_code", seed) | {
+            "source": f"the published script's training set, data seed {data_seed} (tools/crosscheck/swap_eval.py)"})
+    return paths
+
+
 def whole_mse(predict, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, chunk: int = 2000) -> float:
     """MSE over a whole set (every prompt and token), predicted in chunks."""
     with torch.no_grad():
@@ -137,8 +177,16 @@ def main(argv=None) -> None:
     ap.add_argument("--data", type=Path, nargs="*", default=[],
                     help="our models' training sets (dataset.pt of each member's seed, in member order): the final "
                          "parameters' MSE on them, beside each published model's on its own (redrawn)")
+    ap.add_argument("--on-published-data", type=Path, metavar="MODEL",
+                    help="our trainer's models trained on the published training set of --data-seed (the data "
+                         "--write-published-data writes; the same seeds as --model): evaluated the same way")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "config.yaml")
+    ap.add_argument("--write-published-data", type=Path, metavar="FOLDER",
+                    help="only write the published training set of --data-seed as our data set of each of --as-seeds "
+                         "(FOLDER/data/statistical/reference_code/seed<s>/dataset.pt), and stop")
+    ap.add_argument("--data-seed", type=int, default=0)
+    ap.add_argument("--as-seeds", type=int, nargs="+", default=[0, 1, 2])
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from algo_emu.config import load_config
@@ -147,12 +195,18 @@ def main(argv=None) -> None:
 
     cfg = load_config(args.config, gpu_check=False)
     params = cfg["statistical"]
+    if args.write_published_data:
+        mod = _import_published(args.authors)
+        print("\n".join(map(str, write_published_train_set(mod, args.data_seed, params, args.write_published_data,
+                                                            args.as_seeds))))
+        return
     ours, info = load_frozen(args.model, e3.build_model)
     members = [int(m[0]) for m in info["meta"]["members"]]
     mod = _import_published(args.authors)
     sets = {"published": published_sets(mod), "ours": our_sets(params, members)}
 
     res: dict = {"published_models": {}, "our_models": {}}
+    extra: dict = {}
     train: dict = {}  # each model's MSE on its own training set (final parameters) beside its last epoch's mean loss
     for path in args.published:
         m = mod.load_frozen_model(str(path), SHAPES["input_dim"], SHAPES["hidden_dim"], SHAPES["prompt_dim"],
@@ -181,6 +235,22 @@ def main(argv=None) -> None:
                                                                    data[s]["target"].float(), w),
                                      "last_epoch_running_mean": info["history"][str(s)][-1]}
             del data
+    if args.on_published_data:  # our trainer, the published training set: which of the two carries the gap
+        other, other_info = load_frozen(args.on_published_data, e3.build_model)
+        res["our_models_on_published_data"] = {}
+        x, y, w = published_train_set(mod, args.data_seed)
+        with frozen(other, record):
+            for e, s in enumerate(int(m[0]) for m in other_info["meta"]["members"]):
+                def other_e(x, w, e=e, n=len(other_info["meta"]["members"])):
+                    tokens = torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
+                    return other(tokens.unsqueeze(0).expand(n, *tokens.shape))[e, ..., 0]
+                res["our_models_on_published_data"][f"seed{s}"] = {k: score(other_e, st) for k, st in sets.items()}
+                train[f"seed{s} on the published data"] = {"final_params_mse": whole_mse(other_e, x, y, w),
+                                                           "last_epoch_running_mean": other_info["history"][str(s)][-1]}
+        del x, y, w
+        extra = {"on_published_data": {"data_seed": args.data_seed, "model_sha256": other_info.get("sha256"),
+                                       "trained_at": other_info["environment"].get("git_commit"),
+                                       "data_sha256": other_info.get("data_sha256")}}
     # The checks: each published model on its own sets reproduces its record (printed to 4 decimals), and each of
     # our members on its own seed's set (scored over the whole set, as the pipeline scores) reproduces the set's.
     checks: dict = {"published_vs_record_max_abs": {}, "ours_vs_set_records_max_abs": None}
@@ -209,7 +279,7 @@ def main(argv=None) -> None:
            "our_model_data_sha256": info.get("data_sha256"), "our_model_train_seconds": info["timing"].get("train_seconds_this_call"),
            "bit_identical": record.get("bit_identical"), "published_eval_seeds": list(EVAL_SEEDS),
            "our_eval_sets": f"eval_batches of seeds {members}", "score": "mean of per-batch (64 prompts) MSE vs noisy y",
-           "mse": res, "train_set": train, "checks": checks, "torch": torch.__version__}
+           "mse": res, "train_set": train, "checks": checks, "torch": torch.__version__, **extra}
     _write(RECORD, out)
     print(json.dumps(checks))
     print(json.dumps(train, indent=1))

@@ -343,6 +343,20 @@ def swap_reading(pub: dict[str, float], ours: dict[str, float]) -> tuple[str, di
                      "shift_published_models": shift["published"], "shift_our_models": shift["ours"]}
 
 
+#: Which half of "the models" carries the gap, stated before the numbers: our trainer on the published training set.
+TRAINER_RULE = ("[trainer]: per algorithm, with p the published models' mean MSE, o our models' (our trainer, our "
+                "training sets) and x our trainer's on the published training set (the same member seeds, so the same "
+                "inits and data orders as o; each mean over both test sets), the share of the gap that moves with the "
+                "training set is f = (x - o) / (p - o). The gap follows the trainer when f < 1/3, the training set "
+                "when f > 2/3, otherwise both")
+
+
+def trainer_reading(p: float, o: float, x: float) -> tuple[str, float]:
+    """Rule :data:`TRAINER_RULE` for one algorithm: (reading, f)."""
+    f = (x - o) / (p - o) if p != o else math.nan
+    return ("the trainer" if f < 1 / 3 else "the training set" if f > 2 / 3 else "both"), f
+
+
 def e3_swap(records: Path) -> list[str]:
     """Each side's frozen E3 models on both sides' test sets (``records/e3_swap_H6.json``, ``swap_eval.py``)."""
     path = records / "e3_swap_H6.json"
@@ -383,6 +397,7 @@ def e3_swap(records: Path) -> list[str]:
     overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
         f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
     lines += ["", "Each cell: the mean over that side's models, then each model's mean over the test set's seeds."]
+    lines += _trainer_lines(rec)
     if rec.get("train_set"):
         lines += ["", "Each model on its own training set (50,000 mixed prompts; its final parameters), beside the mean "
                   "training loss of its last epoch (the running mean over that epoch's steps, as the logs print it): "
@@ -390,6 +405,34 @@ def e3_swap(records: Path) -> list[str]:
                               for name, t in rec["train_set"].items()) + "."]
     lines += ["", f"**Reading: the gap follows {overall}.**"]
     return lines
+
+
+def _trainer_lines(rec: dict) -> list[str]:
+    """The [trainer] reading of a swap record whose ``mse`` holds ``our_models_on_published_data``."""
+    mse = rec["mse"]
+    if "our_models_on_published_data" not in mse:
+        return []
+    on = rec["on_published_data"]
+
+    def both(models: dict, algo: str) -> list[float]:  # each model's mean over both test sets' seeds
+        return [statistics.fmean(m["published"][algo] + m["ours"][algo]) for m in models.values()]
+
+    lines = ["", "### Our trainer on the published training set", "", f"The rule, stated before the numbers: "
+             f"{TRAINER_RULE}.", "", f"Our trainer's models of seeds {', '.join(k[4:] for k in mse['our_models_on_published_data'])}, "
+             f"each trained on the published script's training set of data seed {on['data_seed']} (redrawn; "
+             f"`swap_eval.py --write-published-data`) at commit `{str(on['trained_at'])[:12]}`.", "",
+             "| algorithm | published (p) | ours (o) | our trainer, published training set (x) | f | reading |",
+             "|---|---|---|---|---|---|"]
+    readings = []
+    for algo in ("lasso", "ridge", "linear"):
+        p, o, x = (both(mse[k], algo) for k in ("published_models", "our_models", "our_models_on_published_data"))
+        reading, f = trainer_reading(statistics.fmean(p), statistics.fmean(o), statistics.fmean(x))
+        readings.append(reading)
+        cell = lambda v: f"{statistics.fmean(v):.4g} ({', '.join(f'{y:.3g}' for y in v)})"  # noqa: E731
+        lines.append(f"| {algo} | {cell(p)} | {cell(o)} | {cell(x)} | {f:.2f} | {reading} |")
+    overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
+        f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
+    return lines + ["", f"**Reading: within the models, the gap follows {overall}.**"]
 
 
 def _g(x) -> str:

@@ -191,3 +191,23 @@ def test_swap_rule_terms_and_no_record_no_section(tmp_path):
     assert table.swap_reading({"published": 0.05, "ours": 0.06}, {"published": 0.06, "ours": 0.05})[0] == "the test data"
     (tmp_path / "records").mkdir()
     assert table.e3_swap(tmp_path / "records") == []
+
+
+@pytest.mark.parametrize("x_scale, reading", [
+    (0.5, "the trainer"),  # our trainer on the published data lands where our models are
+    (0.8, "the training set"),  # negative control: it lands where the published models are
+    (0.65, "both"),
+])
+def test_trainer_rule_says_trainer_training_set_or_both(tmp_path, x_scale, reading):
+    records = _swap_record(tmp_path, {"published": 0.8, "ours": 0.8}, {"published": 0.5, "ours": 0.5})
+    rec = json.loads((records / "e3_swap_H6.json").read_text())
+    rec["mse"]["our_models_on_published_data"] = {
+        n: {t: {a: [PAPER[a] * x_scale * (1 + 0.01 * k) for k in range(3)] for a in ALGOS} for t in ("published", "ours")}
+        for n in ("seed0", "seed1")}
+    rec["on_published_data"] = {"data_seed": 0, "trained_at": "0" * 40}
+    (records / "e3_swap_H6.json").write_text(json.dumps(rec))
+    lines = table.e3_swap(records)
+    rule = next(i for i, line in enumerate(lines) if table.TRAINER_RULE in line)
+    (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading: within the models")]
+    assert rule < verdict and lines[verdict] == f"**Reading: within the models, the gap follows {reading}.**"
+    assert table.trainer_reading(0.08, 0.05, 0.05) == ("the trainer", 0.0)
