@@ -215,7 +215,7 @@ def main(argv=None) -> None:
         seed = int(path.stem.rsplit("data", 1)[1])
         hist = json.loads((HERE / "records" / (path.stem + ".json")).read_text())["train_loss_per_epoch"]
         train[path.name] = {"final_params_mse": whole_mse(lambda x, w: m(x, w)[..., 0], *published_train_set(mod, seed)),
-                            "last_epoch_running_mean": hist[-1]}
+                            "last_epoch_running_mean": hist[-1], "last_10_epochs_mean": float(np.mean(hist[-10:]))}
     record: dict = {}
     with frozen(ours, record):
         for e, s in enumerate(members):
@@ -233,7 +233,8 @@ def main(argv=None) -> None:
                 x, w = data[s]["inputs"][..., :d].float(), data[s]["inputs"][:, 0, d:].float()
                 train[f"seed{s}"] = {"final_params_mse": whole_mse(lambda x, w, e=e: ours_e(x, w, e), x,
                                                                    data[s]["target"].float(), w),
-                                     "last_epoch_running_mean": info["history"][str(s)][-1]}
+                                     "last_epoch_running_mean": info["history"][str(s)][-1],
+                                     "last_10_epochs_mean": float(np.mean(info["history"][str(s)][-10:]))}
             del data
     if args.on_published_data:  # our trainer, the published training set: which of the two carries the gap
         other, other_info = load_frozen(args.on_published_data, e3.build_model)
@@ -246,7 +247,8 @@ def main(argv=None) -> None:
                     return other(tokens.unsqueeze(0).expand(n, *tokens.shape))[e, ..., 0]
                 res["our_models_on_published_data"][f"seed{s}"] = {k: score(other_e, st) for k, st in sets.items()}
                 train[f"seed{s} on the published data"] = {"final_params_mse": whole_mse(other_e, x, y, w),
-                                                           "last_epoch_running_mean": other_info["history"][str(s)][-1]}
+                                                           "last_epoch_running_mean": other_info["history"][str(s)][-1],
+                                                           "last_10_epochs_mean": float(np.mean(other_info["history"][str(s)][-10:]))}
         del x, y, w
         extra = {"on_published_data": {"data_seed": args.data_seed, "model_sha256": other_info.get("sha256"),
                                        "trained_at": other_info["environment"].get("git_commit"),

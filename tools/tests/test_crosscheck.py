@@ -205,9 +205,13 @@ def test_trainer_rule_says_trainer_training_set_or_both(tmp_path, x_scale, readi
         n: {t: {a: [PAPER[a] * x_scale * (1 + 0.01 * k) for k in range(3)] for a in ALGOS} for t in ("published", "ours")}
         for n in ("seed0", "seed1")}
     rec["on_published_data"] = {"data_seed": 0, "trained_at": "0" * 40}
+    rec["train_set"] = {name: {"final_params_mse": v, "last_epoch_running_mean": v, "last_10_epochs_mean": v}
+                        for name, v in (("a.pth", 0.10), ("seed0", 0.08), ("seed0 on the published data", 0.09))}
     (records / "e3_swap_H6.json").write_text(json.dumps(rec))
     lines = table.e3_swap(records)
     rule = next(i for i, line in enumerate(lines) if table.TRAINER_RULE in line)
     (verdict,) = [i for i, line in enumerate(lines) if line.startswith("**Reading: within the models")]
     assert rule < verdict and lines[verdict] == f"**Reading: within the models, the gap follows {reading}.**"
     assert table.trainer_reading(0.08, 0.05, 0.05) == ("the trainer", 0.0)
+    (level,) = [line for line in lines if line.startswith("The training loss over each model's last 10 epochs")]
+    assert "published (p) 0.1; ours (o) 0.08; our trainer on the published training set (x) 0.09; f on it 0.50" in level
