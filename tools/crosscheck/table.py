@@ -397,14 +397,12 @@ def e3_swap(records: Path) -> list[str]:
     overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
         f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
     lines += ["", "Each cell: the mean over that side's models, then each model's mean over the test set's seeds."]
-    lines += _trainer_lines(rec)
     if rec.get("train_set"):
         lines += ["", "Each model on its own training set (50,000 mixed prompts; its final parameters), beside the mean "
                   "training loss of its last epoch (the running mean over that epoch's steps, as the logs print it): "
-                  + "; ".join(f"{name} {t['final_params_mse']:.4g} vs {t['last_epoch_running_mean']:.4g}"
-                              for name, t in rec["train_set"].items()) + "."]
+                  + _final_vs_running(rec["train_set"], lambda name: "published data" not in name) + "."]
     lines += ["", f"**Reading: the gap follows {overall}.**"]
-    return lines
+    return lines + _trainer_lines(rec)
 
 
 def _trainer_lines(rec: dict) -> list[str]:
@@ -435,8 +433,17 @@ def _trainer_lines(rec: dict) -> list[str]:
         f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
     lines += ["", "How far one model's end point decides it: our trainer's models on the one published training set "
               "span " + "; ".join(spreads) + "."]
+    if rec.get("train_set"):
+        lines += ["", "These models on the published training set (their final parameters), beside their last epoch's "
+                  "mean training loss: " + _final_vs_running(rec["train_set"], lambda name: "published data" in name)
+                  + "."]
     lines += _loss_level_lines(rec)
     return lines + ["", f"**Reading: within the models, the gap follows {overall}.**"]
+
+
+def _final_vs_running(train: dict, keep) -> str:
+    return "; ".join(f"{name} {t['final_params_mse']:.4g} vs {t['last_epoch_running_mean']:.4g}"
+                     for name, t in train.items() if keep(name))
 
 
 def _loss_level_lines(rec: dict) -> list[str]:
