@@ -58,6 +58,24 @@ def _write(path: Path, rec: dict) -> None:
     write(path, rec)
 
 
+def tokens(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Our token layout [x_i; w] (w tiled onto every token) of prompts x (N, n, d) and weights w (N, d)."""
+    return torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
+
+
+def member(model: torch.nn.Module, n_members: int, e: int):
+    """``predict(x, w)``: member ``e`` of our ensemble ``model`` on prompts (x, w), every member given the same tokens."""
+    def predict(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        t = tokens(x, w)
+        return model(t.unsqueeze(0).expand(n_members, *t.shape))[e, ..., 0]
+    return predict
+
+
+def _train_entry(final_params_mse: float, history: list[float]) -> dict:
+    return {"final_params_mse": final_params_mse, "last_epoch_running_mean": history[-1],
+            "last_10_epochs_mean": float(np.mean(history[-10:]))}
+
+
 def _import_published(authors: Path):
     sys.path.insert(0, str(authors))
     import importlib
@@ -137,7 +155,7 @@ def write_published_train_set(mod, data_seed: int, params: dict, folder: Path, s
     finally:
         mod.random.choice = choice
     names = list(params["algorithms"]["reference_code"])
-    data = {"inputs": torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1), "target": y,
+    data = {"inputs": tokens(x, w), "target": y,
             "algorithm": torch.tensor([names.index(a) for a in drawn])}
     paths = []
     for seed in seeds:
@@ -208,47 +226,41 @@ def main(argv=None) -> None:
     res: dict = {"published_models": {}, "our_models": {}}
     extra: dict = {}
     train: dict = {}  # each model's MSE on its own training set (final parameters) beside its last epoch's mean loss
+    published_records = {path.name: json.loads((HERE / "records" / (path.stem + ".json")).read_text())
+                         for path in args.published}
     for path in args.published:
         m = mod.load_frozen_model(str(path), SHAPES["input_dim"], SHAPES["hidden_dim"], SHAPES["prompt_dim"],
                                   SHAPES["seq_len"], SHAPES["num_head"], SHAPES["p"])
         res["published_models"][path.name] = {k: score(lambda x, w: m(x, w)[..., 0], s) for k, s in sets.items()}
         seed = int(path.stem.rsplit("data", 1)[1])
-        hist = json.loads((HERE / "records" / (path.stem + ".json")).read_text())["train_loss_per_epoch"]
-        train[path.name] = {"final_params_mse": whole_mse(lambda x, w: m(x, w)[..., 0], *published_train_set(mod, seed)),
-                            "last_epoch_running_mean": hist[-1], "last_10_epochs_mean": float(np.mean(hist[-10:]))}
+        train[path.name] = _train_entry(whole_mse(lambda x, w: m(x, w)[..., 0], *published_train_set(mod, seed)),
+                                        published_records[path.name]["train_loss_per_epoch"])
     record: dict = {}
+    ours_members = [member(ours, len(members), e) for e in range(len(members))]
     with frozen(ours, record):
-        for e, s in enumerate(members):
-            def ours_e(x, w, e=e):
-                tokens = torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
-                stacked = tokens.unsqueeze(0).expand(len(members), *tokens.shape)
-                return ours(stacked)[e, ..., 0]
-            res["our_models"][f"seed{s}"] = {k: score(ours_e, st) for k, st in sets.items()}
+        for predict, s in zip(ours_members, members):
+            res["our_models"][f"seed{s}"] = {k: score(predict, st) for k, st in sets.items()}
         if args.data:
             from algo_emu.data.statistical_sets import load_data
 
             data = load_data(params, "reference_code", members, args.data)
             d = params["d"]
-            for e, s in enumerate(members):
+            for predict, s in zip(ours_members, members):
                 x, w = data[s]["inputs"][..., :d].float(), data[s]["inputs"][:, 0, d:].float()
-                train[f"seed{s}"] = {"final_params_mse": whole_mse(lambda x, w, e=e: ours_e(x, w, e), x,
-                                                                   data[s]["target"].float(), w),
-                                     "last_epoch_running_mean": info["history"][str(s)][-1],
-                                     "last_10_epochs_mean": float(np.mean(info["history"][str(s)][-10:]))}
+                train[f"seed{s}"] = _train_entry(whole_mse(predict, x, data[s]["target"].float(), w),
+                                                 info["history"][str(s)])
             del data
     if args.on_published_data:  # our trainer, the published training set: which of the two carries the gap
         other, other_info = load_frozen(args.on_published_data, e3.build_model)
         res["our_models_on_published_data"] = {}
         x, y, w = published_train_set(mod, args.data_seed)
         with frozen(other, record):
-            for e, s in enumerate(int(m[0]) for m in other_info["meta"]["members"]):
-                def other_e(x, w, e=e, n=len(other_info["meta"]["members"])):
-                    tokens = torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
-                    return other(tokens.unsqueeze(0).expand(n, *tokens.shape))[e, ..., 0]
-                res["our_models_on_published_data"][f"seed{s}"] = {k: score(other_e, st) for k, st in sets.items()}
-                train[f"seed{s} on the published data"] = {"final_params_mse": whole_mse(other_e, x, y, w),
-                                                           "last_epoch_running_mean": other_info["history"][str(s)][-1],
-                                                           "last_10_epochs_mean": float(np.mean(other_info["history"][str(s)][-10:]))}
+            other_seeds = [int(m[0]) for m in other_info["meta"]["members"]]
+            for e, s in enumerate(other_seeds):
+                predict = member(other, len(other_seeds), e)
+                res["our_models_on_published_data"][f"seed{s}"] = {k: score(predict, st) for k, st in sets.items()}
+                train[f"seed{s} on the published data"] = _train_entry(whole_mse(predict, x, y, w),
+                                                                       other_info["history"][str(s)])
         del x, y, w
         extra = {"on_published_data": {"data_seed": args.data_seed, "model_sha256": other_info.get("sha256"),
                                        "trained_at": other_info["environment"].get("git_commit"),
@@ -257,19 +269,17 @@ def main(argv=None) -> None:
     # our members on its own seed's set (scored over the whole set, as the pipeline scores) reproduces the set's.
     checks: dict = {"published_vs_record_max_abs": {}, "ours_vs_set_records_max_abs": None}
     for path in args.published:
-        rec = json.loads((HERE / "records" / (path.stem + ".json")).read_text())["test_loss_per_eval_seed"]
+        rec = published_records[path.name]["test_loss_per_eval_seed"]
         got = res["published_models"][path.name]["published"]
         checks["published_vs_record_max_abs"][path.name] = max(abs(a - b) for t in TASKS for a, b in zip(got[t], rec[t]))
     diffs = []
     with frozen(ours, record):
-        for e, s in enumerate(members):
+        for e, (predict, s) in enumerate(zip(ours_members, members)):
             runs = ROOT / "results/reference/paper-scale/statistical/runs/reference_code_H6" / f"seed{s}" / "metrics.json"
             rec = json.loads(runs.read_text())["errors"]
             for t in TASKS:
                 x, y, w = sets["ours"][e][t]
-                tokens = torch.cat([x, w.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
-                pred = ours(tokens.unsqueeze(0).expand(len(members), *tokens.shape))[e, ..., 0]
-                diffs.append(abs(per_batch_mse(pred, y, batch=len(y)) - rec[t]["prediction"]))
+                diffs.append(abs(whole_mse(predict, x, y, w) - rec[t]["prediction"]))
     checks["ours_vs_set_records_max_abs"] = max(diffs)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "tools", "src",
