@@ -390,12 +390,10 @@ def e3_swap(records: Path) -> list[str]:
         reading, terms = swap_reading({t: statistics.fmean(v) for t, v in pub.items()},
                                       {t: statistics.fmean(v) for t, v in our.items()})
         readings.append(reading)
-        cell = lambda v: f"{statistics.fmean(v):.4g} ({', '.join(f'{x:.3g}' for x in v)})"  # noqa: E731
-        lines.append(f"| {algo} | {cell(pub['published'])} | {cell(pub['ours'])} | {cell(our['published'])} | "
-                     f"{cell(our['ours'])} | {terms['gap_published_set']:.3g} / {terms['gap_our_set']:.3g} | "
+        lines.append(f"| {algo} | {_cell(pub['published'])} | {_cell(pub['ours'])} | {_cell(our['published'])} | "
+                     f"{_cell(our['ours'])} | {terms['gap_published_set']:.3g} / {terms['gap_our_set']:.3g} | "
                      f"{terms['shift_published_models']:.2g} / {terms['shift_our_models']:.2g} | {reading} |")
-    overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
-        f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
+    overall = _overall(readings)
     lines += ["", "Each cell: the mean over that side's models, then each model's mean over the test set's seeds."]
     if rec.get("train_set"):
         lines += ["", "Each model on its own training set (50,000 mixed prompts; its final parameters), beside the mean "
@@ -403,6 +401,17 @@ def e3_swap(records: Path) -> list[str]:
                   + _final_vs_running(rec["train_set"], lambda name: "published data" not in name) + "."]
     lines += ["", f"**Reading: the gap follows {overall}.**"]
     return lines + _trainer_lines(rec)
+
+
+def _cell(values: list[float]) -> str:
+    """Mean, then each value."""
+    return f"{statistics.fmean(values):.4g} ({', '.join(f'{v:.3g}' for v in values)})"
+
+
+def _overall(readings: list[str]) -> str:
+    """One reading for lasso, ridge, linear: the common one, or each named."""
+    return readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
+        f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
 
 
 def _trainer_lines(rec: dict) -> list[str]:
@@ -426,11 +435,9 @@ def _trainer_lines(rec: dict) -> list[str]:
         p, o, x = (both(mse[k], algo) for k in ("published_models", "our_models", "our_models_on_published_data"))
         reading, f = trainer_reading(statistics.fmean(p), statistics.fmean(o), statistics.fmean(x))
         readings.append(reading)
-        cell = lambda v: f"{statistics.fmean(v):.4g} ({', '.join(f'{y:.3g}' for y in v)})"  # noqa: E731
-        lines.append(f"| {algo} | {cell(p)} | {cell(o)} | {cell(x)} | {f:.2f} | {reading} |")
+        lines.append(f"| {algo} | {_cell(p)} | {_cell(o)} | {_cell(x)} | {f:.2f} | {reading} |")
         spreads.append(f"{algo} {min(x):.3g}-{max(x):.3g}, {(max(x) - min(x)) / abs(statistics.fmean(p) - statistics.fmean(o)):.1f} x |p - o|")
-    overall = readings[0] if len(set(readings)) == 1 else "mixed (" + ", ".join(
-        f"{a}: {r}" for a, r in zip(("lasso", "ridge", "linear"), readings)) + ")"
+    overall = _overall(readings)
     lines += ["", "How far one model's end point decides it: our trainer's models on the one published training set "
               "span " + "; ".join(spreads) + "."]
     if rec.get("train_set"):
