@@ -403,6 +403,72 @@ def e3_swap(records: Path) -> list[str]:
     return lines + _trainer_lines(rec)
 
 
+#: Whether our training step is the published script's, stated before the numbers (the page prints it). The bounds
+#: sit far above what rounding alone gives (the order seen in trial runs: 1e-15 in float64, 1e-6 in float32) and
+#: below what a 1 % change of one hyper-parameter gives (the record's control, which must exceed them).
+STEP_F64, STEP_F32 = 1e-9, 1e-4
+STEP_RULE = (f"[step]: from the same parameters on the same batches, the two training steps are the same arithmetic "
+             f"when every matched run's largest relative loss difference over its steps is at most {STEP_F64:g} in "
+             f"float64 and {STEP_F32:g} in float32, and the control (our learning rate 1 % higher) exceeds its bound; "
+             f"they differ when a matched run exceeds its bound; the check cannot tell when the control does not")
+
+
+def step_reading(runs: dict[str, dict]) -> str:
+    """Rule :data:`STEP_RULE` over a step record's runs (a run whose ``lr_ratio`` is not 1 is the control)."""
+    bound = lambda r: STEP_F64 if r["dtype"] == "float64" else STEP_F32  # noqa: E731
+    over = {name: r["worst_rel_loss_diff"] > bound(r) for name, r in runs.items()}
+    controls = [name for name, r in runs.items() if r["lr_ratio"] != 1.0]
+    matched = [name for name in runs if name not in controls]
+    if not matched or not controls:
+        raise ValueError("a step record needs matched runs and a control")
+    if any(over[n] for n in matched):
+        return "differ"
+    return "the same arithmetic" if all(over[n] for n in controls) else "cannot tell"
+
+
+def e3_step(records: Path, set_dir: Path) -> list[str]:
+    """Our training step against the published script's (``records/e3_step_equiv_H6.json``, ``step_equiv.py``),
+    then, measured, the training loss of the models of each read-out."""
+    path = records / "e3_step_equiv_H6.json"
+    if not path.is_file():
+        return []
+    rec = json.loads(path.read_text())
+    reading = step_reading(rec["runs"])
+    lines = ["", "## E3's trainer, step for step", "", f"The rule, stated before the numbers: {STEP_RULE}.", "",
+             "The published script's model and step (its `nn.MSELoss`, its `optim.Adam(lr=1e-3)`) beside our engine's "
+             "step (`make_step`: our forward, per-member MSE, fused Adam) on our model with the published read-out, "
+             "given the published model's parameters and the same batches of 32 prompts from the published data "
+             f"generator; `tools/crosscheck/step_equiv.py` at commit `{rec['commit'][:12]}`"
+             f"{' (uncommitted changes)' if rec.get('commit_dirty') else ''}, torch {rec['torch']}. The trained start: "
+             f"`{rec['trained_start']}`, the published E3 model after its 300 epochs.", "",
+             "| run | start | dtype | our attention | our lr / published | ours flushes denormals | steps "
+             "| largest relative loss difference | published's subnormal numbers at the end |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rec["runs"].items():
+        lines.append(f"| {name} | {r['start']} | {r['dtype']} | {r['attention']} | {r['lr_ratio']:g} | "
+                     f"{'yes' if r['ours_flush_denormals'] else 'no'} | {r['steps']} | {r['worst_rel_loss_diff']:.2g} | "
+                     f"{r['published_subnormals_at_end']} |")
+    lines += ["", f"**Reading: the two training steps are {reading}.**"]
+    lines += _readout_loss_lines(records, set_dir)
+    return lines
+
+
+def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
+    """Each E3 H = 6 model's training loss over its last 10 epochs, by read-out (measured, not a verdict)."""
+    readout = records / "e3_readout_H6.json"
+    pub = [json.loads(p.read_text()) for p in sorted(records.glob("e3_H6_data*.json"))]
+    ours = [json.loads(p.read_text())["train_history"] for p in sorted(set_dir.glob(
+        "statistical/runs/reference_code_H6/seed*/metrics.json"))]
+    if not (readout.is_file() and pub and ours):
+        return []
+    last10 = lambda c: statistics.fmean(c[-10:])  # noqa: E731
+    fmt = lambda v: ", ".join(f"{y:.3g}" for y in sorted(v))  # noqa: E731
+    ro = [last10(c) for c in json.loads(readout.read_text())["train_loss_per_epoch"].values()]
+    return ["", "Measured, not a verdict: the training loss over each model's last 10 epochs, by read-out. The "
+            f"published read-out: the published code's models {fmt(last10(r['train_loss_per_epoch']) for r in pub)}, "
+            f"ours with that read-out {fmt(ro)}; our default read-out (d_out = 1): {fmt(last10(c) for c in ours)}."]
+
+
 def _cell(values: list[float]) -> str:
     """Mean, then each value."""
     return f"{statistics.fmean(values):.4g} ({', '.join(f'{v:.3g}' for v in values)})"
@@ -517,6 +583,7 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
     md += e3_published_model(records, set_dir)
     md += readout_lines
     md += e3_swap(records)
+    md += e3_step(records, set_dir)
     md += ["", "## What was changed to run it", ""]
     for exp, ch in sorted(changes.items()):
         md += [f"- {exp}: " + "; ".join(ch)]

@@ -215,3 +215,34 @@ def test_trainer_rule_says_trainer_training_set_or_both(tmp_path, x_scale, readi
     assert table.trainer_reading(0.08, 0.05, 0.05) == ("the trainer", 0.0)
     (level,) = [line for line in lines if line.startswith("The training loss over each model's last 10 epochs")]
     assert "published (p) 0.1; ours (o) 0.08; our trainer on the published training set (x) 0.09; f on it 0.50" in level
+
+
+def _step_record(tmp_path: Path, f64: float, f32: float, control: float) -> Path:
+    run = lambda dtype, diff, lr=1.0: {"start": "init", "dtype": dtype, "attention": "kernel", "lr_ratio": lr,  # noqa: E731
+                                       "ours_flush_denormals": dtype == "float32", "steps": 10,
+                                       "worst_rel_loss_diff": diff, "last_losses": {"published": 1.0, "ours": 1.0},
+                                       "published_subnormals_at_end": 0, "seconds": 0.1}
+    rec = {"experiment": "E3", "heads": 6, "commit": "0" * 40, "commit_dirty": False, "trained_start": "m.pth",
+           "torch": "x", "runs": {"a": run("float64", f64), "b": run("float32", f32), "c": run("float32", control, 1.01)}}
+    (tmp_path / "records").mkdir(exist_ok=True)
+    (tmp_path / "records" / "e3_step_equiv_H6.json").write_text(json.dumps(rec))
+    return tmp_path / "records"
+
+
+@pytest.mark.parametrize("f64, f32, control, reading", [
+    (1e-15, 2e-6, 2e-3, "the same arithmetic"),
+    (1e-6, 2e-6, 2e-3, "differ"),  # a float64 run off by more than rounding: another computation
+    (1e-15, 1e-3, 2e-3, "differ"),  # a float32 run as far off as the control
+    (1e-15, 2e-6, 5e-5, "cannot tell"),  # the control is not told apart: the check has no power
+])
+def test_step_rule_says_same_differ_or_cannot_tell(tmp_path, f64, f32, control, reading):
+    lines = table.e3_step(_step_record(tmp_path, f64, f32, control), tmp_path)
+    assert lines[3] == f"The rule, stated before the numbers: {table.STEP_RULE}."
+    assert f"**Reading: the two training steps are {reading}.**" in lines
+
+
+def test_step_rule_needs_a_control_and_no_record_no_section(tmp_path):
+    rec = json.loads((_step_record(tmp_path, 1e-15, 1e-6, 1e-3) / "e3_step_equiv_H6.json").read_text())
+    with pytest.raises(ValueError, match="control"):
+        table.step_reading({k: v for k, v in rec["runs"].items() if v["lr_ratio"] == 1.0})
+    assert table.e3_step(tmp_path / "nothing", tmp_path) == []
