@@ -426,31 +426,68 @@ def step_reading(runs: dict[str, dict]) -> str:
     return "the same arithmetic" if all(over[n] for n in controls) else "cannot tell"
 
 
+#: Written after [step] read the first record (it said "differ" on one float32 run and nothing else), applied to a
+#: second record with fresh prompts and batch order: each float32 run read against rounding measured in that record.
+STEP_ROUNDING_FACTOR = 10
+STEP_ROUNDING_RULE = (
+    "[step-rounding]: a float32 run agrees when its largest relative loss difference is at most "
+    f"{STEP_ROUNDING_FACTOR} x the rounding control's from the same start (the published step against itself, one copy "
+    f"started one float32 unit in the last place away); a float64 run agrees when at most {STEP_F64:g}, as in [step]. "
+    "The two steps are the same arithmetic when every matched run agrees and the learning-rate control exceeds "
+    f"{STEP_ROUNDING_FACTOR} x its start's rounding control; they differ when a matched run does not agree; otherwise "
+    "the check cannot tell")
+
+
+def step_rounding_reading(runs: dict[str, dict]) -> str:
+    """Rule :data:`STEP_ROUNDING_RULE` over a step record with rounding controls."""
+    rounding = {r["start"]: r["worst_rel_loss_diff"] for r in runs.values() if r.get("side") == "published+1ulp"}
+    engine = {n: r for n, r in runs.items() if r.get("side", "engine") == "engine"}
+    controls = [n for n, r in engine.items() if r["lr_ratio"] != 1.0]
+    matched = [n for n in engine if n not in controls]
+    if not matched or not controls or any(engine[n]["dtype"] == "float32" and engine[n]["start"] not in rounding
+                                          for n in matched + controls):
+        raise ValueError("a step-rounding record needs matched runs, a control and a rounding control per float32 start")
+
+    def over(r: dict) -> bool:
+        if r["dtype"] == "float64":
+            return r["worst_rel_loss_diff"] > STEP_F64
+        return r["worst_rel_loss_diff"] > STEP_ROUNDING_FACTOR * rounding[r["start"]]
+
+    if any(over(engine[n]) for n in matched):
+        return "differ"
+    return "the same arithmetic" if all(over(engine[n]) for n in controls) else "cannot tell"
+
+
 def e3_step(records: Path, set_dir: Path) -> list[str]:
-    """Our training step against the published script's (``records/e3_step_equiv_H6.json``, ``step_equiv.py``),
-    then, measured, the training loss of the models of each read-out."""
-    path = records / "e3_step_equiv_H6.json"
-    if not path.is_file():
+    """Our training step against the published script's (``records/e3_step_equiv_H6*.json``, ``step_equiv.py``): the
+    first record by [step], a second with rounding controls by [step-rounding]; then, measured, the training loss of
+    the models of each read-out."""
+    recs = [json.loads(p.read_text()) for p in sorted(records.glob("e3_step_equiv_H6*.json"))]
+    if not recs:
         return []
-    rec = json.loads(path.read_text())
-    reading = step_reading(rec["runs"])
-    lines = ["", "## E3's trainer, step for step", "", f"The rule, stated before the numbers: {STEP_RULE}.", "",
+    lines = ["", "## E3's trainer, step for step", "",
              "The published script's model and step (its `nn.MSELoss`, its `optim.Adam(lr=1e-3)`) beside our engine's "
              "step (`make_step`: our forward, per-member MSE, fused Adam) on our model with the published read-out, "
              "given the published model's parameters and the same batches of 32 prompts from the published data "
-             f"generator; `tools/crosscheck/step_equiv.py` at commit `{rec['commit'][:12]}`"
-             f"{' (uncommitted changes)' if rec.get('commit_dirty') else ''}, torch {rec['torch']}. The trained start: "
-             f"`{rec['trained_start']}`, the published E3 model after its 300 epochs.", "",
-             "| run | start | dtype | our attention | our lr / published | ours flushes denormals | steps "
-             "| largest relative loss difference | published's subnormal numbers at the end |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, r in rec["runs"].items():
-        lines.append(f"| {name} | {r['start']} | {r['dtype']} | {r['attention']} | {r['lr_ratio']:g} | "
-                     f"{'yes' if r['ours_flush_denormals'] else 'no'} | {r['steps']} | {r['worst_rel_loss_diff']:.2g} | "
-                     f"{r['published_subnormals_at_end']} |")
-    lines += ["", f"**Reading: the two training steps are {reading}.**"]
-    lines += _readout_loss_lines(records, set_dir)
-    return lines
+             "generator (`tools/crosscheck/step_equiv.py`). The trained start: the published E3 model after its 300 "
+             "epochs."]
+    for rec in sorted(recs, key=lambda r: r.get("data_seed", 0)):
+        rounding = any(r.get("side") == "published+1ulp" for r in rec["runs"].values())
+        rule, reading = ((STEP_ROUNDING_RULE, step_rounding_reading(rec["runs"])) if rounding
+                         else (STEP_RULE, step_reading(rec["runs"])))
+        lines += ["", f"### Data seed {rec.get('data_seed', 0)}: rule {rule.split(':')[0]}", "",
+                  f"The rule, stated before the numbers: {rule}.", "",
+                  f"Commit `{rec['commit'][:12]}`{' (uncommitted changes)' if rec.get('commit_dirty') else ''}, torch "
+                  f"{rec['torch']}, trained start `{rec['trained_start']}`.", "",
+                  "| run | start | dtype | our side | our attention | our lr / published | ours flushes denormals | "
+                  "steps | largest relative loss difference | published's subnormal numbers at the end |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, r in rec["runs"].items():
+            lines.append(f"| {name} | {r['start']} | {r['dtype']} | {r.get('side', 'engine')} | {r['attention']} | "
+                         f"{r['lr_ratio']:g} | {'yes' if r['ours_flush_denormals'] else 'no'} | {r['steps']} | "
+                         f"{r['worst_rel_loss_diff']:.2g} | {r['published_subnormals_at_end']} |")
+        lines += ["", f"**Reading by {rule.split(':')[0]}: the two training steps are {reading}.**"]
+    return lines + _readout_loss_lines(records, set_dir)
 
 
 def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:

@@ -237,8 +237,8 @@ def _step_record(tmp_path: Path, f64: float, f32: float, control: float) -> Path
 ])
 def test_step_rule_says_same_differ_or_cannot_tell(tmp_path, f64, f32, control, reading):
     lines = table.e3_step(_step_record(tmp_path, f64, f32, control), tmp_path)
-    assert lines[3] == f"The rule, stated before the numbers: {table.STEP_RULE}."
-    assert f"**Reading: the two training steps are {reading}.**" in lines
+    assert f"The rule, stated before the numbers: {table.STEP_RULE}." in lines
+    assert f"**Reading by [step]: the two training steps are {reading}.**" in lines
 
 
 def test_step_rule_needs_a_control_and_no_record_no_section(tmp_path):
@@ -246,3 +246,32 @@ def test_step_rule_needs_a_control_and_no_record_no_section(tmp_path):
     with pytest.raises(ValueError, match="control"):
         table.step_reading({k: v for k, v in rec["runs"].items() if v["lr_ratio"] == 1.0})
     assert table.e3_step(tmp_path / "nothing", tmp_path) == []
+
+
+def _rounding_record(tmp_path: Path, f32: float, rounding: float, control: float) -> Path:
+    records = _step_record(tmp_path, 1e-15, f32, control)
+    rec = json.loads((records / "e3_step_equiv_H6.json").read_text())
+    rec["data_seed"] = 1
+    rec["runs"]["r"] = dict(rec["runs"]["b"], side="published+1ulp", attention="-", worst_rel_loss_diff=rounding)
+    (records / "e3_step_equiv_H6.json").unlink()
+    (records / "e3_step_equiv_H6_data1.json").write_text(json.dumps(rec))
+    return records
+
+
+@pytest.mark.parametrize("f32, rounding, control, reading", [
+    (1.2e-4, 5e-5, 3e-2, "the same arithmetic"),  # above [step]'s fixed bound, within 10 x rounding
+    (1e-3, 5e-5, 3e-2, "differ"),  # 20 x what rounding alone gives
+    (1e-5, 5e-3, 3e-2, "cannot tell"),  # rounding alone carries the runs as far apart as the control
+])
+def test_step_rounding_rule_reads_float32_against_rounding(tmp_path, f32, rounding, control, reading):
+    lines = table.e3_step(_rounding_record(tmp_path, f32, rounding, control), tmp_path)
+    assert f"The rule, stated before the numbers: {table.STEP_ROUNDING_RULE}." in lines
+    assert f"**Reading by [step-rounding]: the two training steps are {reading}.**" in lines
+    assert "| r | init | float32 | published+1ulp | - | 1 | yes | 10 | 5e-05 | 0 |" in lines or reading != "the same arithmetic"
+
+
+def test_step_rounding_rule_needs_its_rounding_control(tmp_path):
+    rec = json.loads((_rounding_record(tmp_path, 1e-5, 5e-5, 3e-2) / "e3_step_equiv_H6_data1.json").read_text())
+    del rec["runs"]["r"]
+    with pytest.raises(ValueError, match="rounding control"):
+        table.step_rounding_reading(rec["runs"])
