@@ -8,7 +8,8 @@ reference_code models at H = 6 (``tables/statistical_runs.csv``), by rule [one-m
 (data seeds), their spread against ours by rule [published-models]; and where the published
 model's training loss first reaches the paper's level (the mean of its three Appendix C.1 values at H = 6), beside
 ours; and each side's frozen models on the other side's test prompts (``swap_eval.py``), by rule [swap]: does the
-gap follow the models or the test data. E4: how the published script fails.
+gap follow the models or the test data; our training step against the published script's from the same parameters
+on the same batches (``step_equiv.py``), by rules [step] and [step-rounding]. E4: how the published script fails.
 
     python tools/crosscheck/table.py [--set results/reference/paper-scale] [--out <set>/crosscheck]
 """
@@ -482,28 +483,53 @@ def e3_step(records: Path, set_dir: Path) -> list[str]:
                   "| run | start | dtype | our side | our attention | our lr / published | ours flushes denormals | "
                   "steps | largest relative loss difference | published's subnormal numbers at the end |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, r in rec["runs"].items():
+        order = lambda item: (item[1].get("side", "engine") != "engine", item[1]["lr_ratio"] != 1.0, item[0])  # noqa: E731
+        for name, r in sorted(rec["runs"].items(), key=order):
             lines.append(f"| {name} | {r['start']} | {r['dtype']} | {r.get('side', 'engine')} | {r['attention']} | "
                          f"{r['lr_ratio']:g} | {'yes' if r['ours_flush_denormals'] else 'no'} | {r['steps']} | "
                          f"{r['worst_rel_loss_diff']:.2g} | {r['published_subnormals_at_end']} |")
-        lines += ["", f"**Reading by {rule.split(':')[0]}: the two training steps are {reading}.**"]
+        said = {"the same arithmetic": "the two training steps are the same arithmetic",
+                "differ": "the two training steps differ", "cannot tell": "the check cannot tell"}[reading]
+        lines += ["", f"**Reading by {rule.split(':')[0]}: {said}.**"]
     return lines + _readout_loss_lines(records, set_dir)
 
 
 def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
-    """Each E3 H = 6 model's training loss over its last 10 epochs, by read-out (measured, not a verdict)."""
+    """E3 H = 6 models by read-out: each one's training loss over its last 10 epochs and its test MSE (measured, not
+    a verdict), and how likely the published models' rank among the models of their read-out would be by chance."""
     readout = records / "e3_readout_H6.json"
     pub = [json.loads(p.read_text()) for p in sorted(records.glob("e3_H6_data*.json"))]
     ours = [json.loads(p.read_text())["train_history"] for p in sorted(set_dir.glob(
         "statistical/runs/reference_code_H6/seed*/metrics.json"))]
     if not (readout.is_file() and pub and ours):
         return []
+    ro = json.loads(readout.read_text())
     last10 = lambda c: statistics.fmean(c[-10:])  # noqa: E731
     fmt = lambda v: ", ".join(f"{y:.3g}" for y in sorted(v))  # noqa: E731
-    ro = [last10(c) for c in json.loads(readout.read_text())["train_loss_per_epoch"].values()]
-    return ["", "Measured, not a verdict: the training loss over each model's last 10 epochs, by read-out. The "
-            f"published read-out: the published code's models {fmt(last10(r['train_loss_per_epoch']) for r in pub)}, "
-            f"ours with that read-out {fmt(ro)}; our default read-out (d_out = 1): {fmt(last10(c) for c in ours)}."]
+    loss = {"published code": [last10(r["train_loss_per_epoch"]) for r in pub],
+            "ours, published read-out": [last10(c) for c in ro["train_loss_per_epoch"].values()],
+            "ours, default read-out (d_out = 1)": [last10(c) for c in ours]}
+    runs = pd.read_csv(set_dir / "tables" / "statistical_runs.csv")
+    mse = {a: {"published code": [r["mean_std_printed"][a][0] for r in pub],
+               "ours, published read-out": [ro["test_mse_vs_noisy_y"][str(s)][a] for s in ro["seeds"]],
+               "ours, default read-out (d_out = 1)": _ours_h6(runs, a)} for a in ("lasso", "ridge", "linear")}
+    lines = ["", "Measured, not a verdict: E3's H = 6 models by read-out, each one's training loss over its last 10 "
+             "epochs and its test MSE against the noisy y (the published models' on their own test sets).", "",
+             "| models | n | training loss, last 10 epochs | lasso | ridge | linear |", "|---|---|---|---|---|---|"]
+    for group, v in loss.items():
+        lines.append(f"| {group} | {len(v)} | {fmt(v)} | " + " | ".join(fmt(mse[a][group]) for a in mse) + " |")
+    k = len(pub)
+    n = k + len(ro["seeds"])
+    ranks = []
+    for name, values in [("training loss", loss)] + [(a, mse[a]) for a in mse]:
+        same = sorted(values["published code"] + values["ours, published read-out"], reverse=True)
+        r = max(same.index(v) + 1 for v in values["published code"])  # the lowest published rank (1 = highest)
+        ranks.append(f"{name} {', '.join(str(same.index(v) + 1) for v in sorted(values['published code'], reverse=True))}"
+                     f" (chance {math.comb(r, k) / math.comb(n, k):.2g})")
+    lines += ["", f"The published models' ranks among the {n} models with the published read-out (1 = highest), and the "
+              f"chance that {k} of {n} draws of one process would all rank that high or higher: " + "; ".join(ranks)
+              + f". With {k} + {n - k} models the smallest chance this can give is {1 / math.comb(n, k):.2g}."]
+    return lines
 
 
 def _cell(values: list[float]) -> str:

@@ -238,7 +238,9 @@ def _step_record(tmp_path: Path, f64: float, f32: float, control: float) -> Path
 def test_step_rule_says_same_differ_or_cannot_tell(tmp_path, f64, f32, control, reading):
     lines = table.e3_step(_step_record(tmp_path, f64, f32, control), tmp_path)
     assert f"The rule, stated before the numbers: {table.STEP_RULE}." in lines
-    assert f"**Reading by [step]: the two training steps are {reading}.**" in lines
+    said = {"differ": "the two training steps differ", "cannot tell": "the check cannot tell"}.get(
+        reading, "the two training steps are the same arithmetic")
+    assert f"**Reading by [step]: {said}.**" in lines
 
 
 def test_step_rule_needs_a_control_and_no_record_no_section(tmp_path):
@@ -266,7 +268,9 @@ def _rounding_record(tmp_path: Path, f32: float, rounding: float, control: float
 def test_step_rounding_rule_reads_float32_against_rounding(tmp_path, f32, rounding, control, reading):
     lines = table.e3_step(_rounding_record(tmp_path, f32, rounding, control), tmp_path)
     assert f"The rule, stated before the numbers: {table.STEP_ROUNDING_RULE}." in lines
-    assert f"**Reading by [step-rounding]: the two training steps are {reading}.**" in lines
+    said = {"differ": "the two training steps differ", "cannot tell": "the check cannot tell"}.get(
+        reading, "the two training steps are the same arithmetic")
+    assert f"**Reading by [step-rounding]: {said}.**" in lines
     assert "| r | init | float32 | published+1ulp | - | 1 | yes | 10 | 5e-05 | 0 |" in lines or reading != "the same arithmetic"
 
 
@@ -275,3 +279,24 @@ def test_step_rounding_rule_needs_its_rounding_control(tmp_path):
     del rec["runs"]["r"]
     with pytest.raises(ValueError, match="rounding control"):
         table.step_rounding_reading(rec["runs"])
+
+
+@pytest.mark.parametrize("pub_scale, ranks, chance", [
+    (2.0, "1, 2", "0.1"),  # the published models above every model of ours with their read-out
+    (0.1, "4, 5", "1"),  # negative control: below every one, a rank any draw reaches
+])
+def test_readout_groups_rank_the_published_models_among_their_read_out(tmp_path, pub_scale, ranks, chance):
+    set_dir = _set(tmp_path, 0.5)
+    records = _readout(tmp_path, 0.5)  # our read-out models: lasso PAPER * 0.5 * (0.95, 1, 1.05); losses 1/300
+    for i in (0, 1):
+        (records / f"e3_H6_data{i}.json").write_text(json.dumps({
+            "train_loss_per_epoch": [pub_scale / 300 * (1 + 0.01 * i)] * 300,
+            "mean_std_printed": {a: [PAPER[a] * 0.5 * pub_scale * (1 + 0.01 * i), 0.0] for a in ALGOS}}))
+    for s in range(10):  # the set's 10 models (their test MSEs: _set)
+        (set_dir / "statistical" / "runs" / "reference_code_H6" / f"seed{s}").mkdir(parents=True)
+        (set_dir / "statistical" / "runs" / "reference_code_H6" / f"seed{s}" / "metrics.json").write_text(
+            json.dumps({"train_history": [0.5] * 300}))
+    lines = table._readout_loss_lines(records, set_dir)
+    assert "| published code | 2 |" in lines[5] and "| ours, default read-out (d_out = 1) | 10 |" in lines[7]
+    assert f"lasso {ranks} (chance {chance})" in lines[-1] and f"training loss {ranks} (chance {chance})" in lines[-1]
+    assert lines[-1].endswith("With 2 + 3 models the smallest chance this can give is 0.1.")
