@@ -253,16 +253,37 @@ READOUT_RULE = ("[readout]: an algorithm's mean moves toward the paper when the 
                 "when it moves none; otherwise it explains part of it")
 
 
+def readout_record(records: Path) -> dict | None:
+    """The published read-out variant's records (``e3_readout_H6*.json``, ``readout_eval.py``) pooled into one: their
+    seeds, test MSEs and training curves. Records of several commits are refused (one evidence set, one commit), as
+    are two records of one seed."""
+    recs = [json.loads(p.read_text()) for p in sorted(records.glob("e3_readout_H6*.json"))]
+    if not recs:
+        return None
+    commits = {(r["commit"], bool(r.get("commit_dirty"))) for r in recs}
+    if len(commits) > 1:
+        raise ValueError(f"{records}: the read-out records were made by several commits ({sorted(commits)}); "
+                         "pool only records of one")
+    seeds = [s for r in recs for s in r["seeds"]]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{records}: two read-out records hold the same seed ({sorted(seeds)})")
+    out = dict(recs[0], seeds=sorted(seeds))
+    for key in ("test_mse_vs_noisy_y", "train_loss_per_epoch"):
+        out[key] = {k: v for r in recs for k, v in r[key].items()}
+    out["bit_identical"] = all(r.get("bit_identical") for r in recs)
+    out["configs"] = {r.get("config", "config/e3_readout.yaml"): r["seeds"] for r in recs}
+    return out
+
+
 def e3_readout(records: Path, set_dir: Path) -> tuple[list[dict], list[str]]:
     """The published read-out variant at H = 6 (``records/e3_readout_H6.json``, made by ``readout_eval.py``) beside
     our default read-out (the set's reference_code H = 6 models) and the paper: rows, and the page's lines."""
     from algo_emu import paper_values
     from algo_emu.report.replication import Z_AGREE, agreement_one_model
 
-    path = records / "e3_readout_H6.json"
-    if not path.is_file():
+    rec = readout_record(records)
+    if rec is None:
         return [], []
-    rec = json.loads(path.read_text())
     runs = pd.read_csv(set_dir / "tables" / "statistical_runs.csv")
     i = paper_values.STATISTICAL_HEADS["heads"].index(6)
     rows, moved, consistent = [], 0, 0
@@ -293,7 +314,8 @@ def e3_readout(records: Path, set_dir: Path) -> tuple[list[dict], list[str]]:
     lines = ["", "## E3's factor of two: the published read-out (ours, a diagnostic)", "",
              f"The rule, stated before the numbers: {READOUT_RULE}.", "",
              f"Made by commit `{rec['commit'][:12]}`{' (uncommitted changes)' if rec.get('commit_dirty') else ''} from "
-             "`config/e3_readout.yaml` (`tools/crosscheck/readout_eval.py`).", "",
+             + "; ".join(f"`{c}` (seeds {', '.join(map(str, sd))})" for c, sd in rec["configs"].items())
+             + " (`tools/crosscheck/readout_eval.py`).", "",
              "| algorithm | published read-out mean ± sd (n) | vs paper [one-model] | our default read-out mean ± sd (n) "
              "| vs paper [one-model] | read-out vs default (z) | paper | paper / read-out | paper / default |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -497,13 +519,12 @@ def e3_step(records: Path, set_dir: Path) -> list[str]:
 def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
     """E3 H = 6 models by read-out: each one's training loss over its last 10 epochs and its test MSE (measured, not
     a verdict), and how likely the published models' rank among the models of their read-out would be by chance."""
-    readout = records / "e3_readout_H6.json"
+    ro = readout_record(records)
     pub = [json.loads(p.read_text()) for p in sorted(records.glob("e3_H6_data*.json"))]
     ours = [json.loads(p.read_text())["train_history"] for p in sorted(set_dir.glob(
         "statistical/runs/reference_code_H6/seed*/metrics.json"))]
-    if not (readout.is_file() and pub and ours):
+    if not (ro and pub and ours):
         return []
-    ro = json.loads(readout.read_text())
     last10 = lambda c: statistics.fmean(c[-10:])  # noqa: E731
     fmt = lambda v: ", ".join(f"{y:.3g}" for y in sorted(v))  # noqa: E731
     loss = {"published code": [last10(r["train_loss_per_epoch"]) for r in pub],

@@ -300,3 +300,24 @@ def test_readout_groups_rank_the_published_models_among_their_read_out(tmp_path,
     assert "| published code | 2 |" in lines[5] and "| ours, default read-out (d_out = 1) | 10 |" in lines[7]
     assert f"lasso {ranks} (chance {chance})" in lines[-1] and f"training loss {ranks} (chance {chance})" in lines[-1]
     assert lines[-1].endswith("With 2 + 3 models the smallest chance this can give is 0.1.")
+
+
+def test_readout_records_pool_across_seeds_of_one_commit_and_refuse_a_patchwork(tmp_path):
+    records = _readout(tmp_path, 0.5)
+    more = json.loads((records / "e3_readout_H6.json").read_text())
+    more.update(seeds=[3], config="config/e3_readout_345.yaml",
+                test_mse_vs_noisy_y={"3": more["test_mse_vs_noisy_y"]["0"]},
+                train_loss_per_epoch={"3": more["train_loss_per_epoch"]["0"]})
+    (records / "e3_readout_H6_seeds3.json").write_text(json.dumps(more))
+    rec = table.readout_record(records)
+    assert rec["seeds"] == [0, 1, 2, 3] and sorted(rec["test_mse_vs_noisy_y"]) == ["0", "1", "2", "3"]
+    assert rec["configs"] == {"config/e3_readout.yaml": [0, 1, 2], "config/e3_readout_345.yaml": [3]}
+    rows, lines = table.e3_readout(records, _set(tmp_path, 0.5))
+    assert all(r["readout_n"] == 4 for r in rows)
+    assert any("`config/e3_readout_345.yaml` (seeds 3)" in line for line in lines)
+    (records / "e3_readout_H6_seeds3.json").write_text(json.dumps(dict(more, seeds=[2], test_mse_vs_noisy_y={"2": {}})))
+    with pytest.raises(ValueError, match="same seed"):
+        table.readout_record(records)
+    (records / "e3_readout_H6_seeds3.json").write_text(json.dumps(dict(more, commit="1" * 40)))
+    with pytest.raises(ValueError, match="several commits"):
+        table.readout_record(records)
