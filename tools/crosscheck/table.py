@@ -516,6 +516,34 @@ def e3_step(records: Path, set_dir: Path) -> list[str]:
     return lines + _readout_loss_lines(records, set_dir)
 
 
+#: Whether the published models are draws of the process that makes ours with their read-out (the same arithmetic,
+#: by [step-rounding]), stated before the numbers of the read-out's seeds 3-5 (the page prints it).
+RANK_ALPHA = 0.05
+RANK_RULE = ("[rank]: on each test measure (lasso, ridge, linear MSE), the chance that the published models would "
+             "rank as high as they do among all models with the published read-out were all of them draws of one "
+             f"process (C(r, k) / C(n, k): k published models of n, r the lower of their ranks, 1 = highest). The published models differ from ours with that "
+             f"read-out when the chance is at most {RANK_ALPHA:g} on at least 2 of the 3; no difference is found when it "
+             f"exceeds {RANK_ALPHA:g} on all 3 and the counts could give {RANK_ALPHA:g} or less; otherwise the check "
+             "cannot tell")
+
+
+def rank_chance(published: list[float], ours: list[float]) -> tuple[list[int], float]:
+    """The published values' ranks among all (1 = highest) and the chance that k of n draws of one process would all
+    rank at or above the lowest of them."""
+    every = sorted(published + ours, reverse=True)
+    ranks = sorted(every.index(v) + 1 for v in published)
+    return ranks, math.comb(ranks[-1], len(published)) / math.comb(len(every), len(published))
+
+
+def rank_reading(chances: list[float], k: int, n: int) -> str:
+    """Rule :data:`RANK_RULE` over the test measures' chances (k published models of n)."""
+    if sum(c <= RANK_ALPHA for c in chances) >= 2:
+        return "differ"
+    if all(c > RANK_ALPHA for c in chances) and 1 / math.comb(n, k) <= RANK_ALPHA:
+        return "no difference found"
+    return "cannot tell"
+
+
 def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
     """E3 H = 6 models by read-out: each one's training loss over its last 10 epochs and its test MSE (measured, not
     a verdict), and how likely the published models' rank among the models of their read-out would be by chance."""
@@ -541,15 +569,16 @@ def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
         lines.append(f"| {group} | {len(v)} | {fmt(v)} | " + " | ".join(fmt(mse[a][group]) for a in mse) + " |")
     k = len(pub)
     n = k + len(ro["seeds"])
-    ranks = []
+    ranks, chances = [], []
     for name, values in [("training loss", loss)] + [(a, mse[a]) for a in mse]:
-        same = sorted(values["published code"] + values["ours, published read-out"], reverse=True)
-        r = max(same.index(v) + 1 for v in values["published code"])  # the lowest published rank (1 = highest)
-        ranks.append(f"{name} {', '.join(str(same.index(v) + 1) for v in sorted(values['published code'], reverse=True))}"
-                     f" (chance {math.comb(r, k) / math.comb(n, k):.2g})")
+        r, chance = rank_chance(values["published code"], values["ours, published read-out"])
+        ranks.append(f"{name} {', '.join(map(str, r))} (chance {chance:.2g})")
+        chances += [chance] if name in mse else []
     lines += ["", f"The published models' ranks among the {n} models with the published read-out (1 = highest), and the "
               f"chance that {k} of {n} draws of one process would all rank that high or higher: " + "; ".join(ranks)
-              + f". With {k} + {n - k} models the smallest chance this can give is {1 / math.comb(n, k):.2g}."]
+              + f". With {k} + {n - k} models the smallest chance this can give is {1 / math.comb(n, k):.2g}.", "",
+              f"The rule, stated before the numbers of the read-out's seeds 3-5: {RANK_RULE}.", "",
+              f"**Reading by [rank]: {rank_reading(chances, k, n)}.**"]
     return lines
 
 

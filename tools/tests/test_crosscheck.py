@@ -298,8 +298,10 @@ def test_readout_groups_rank_the_published_models_among_their_read_out(tmp_path,
             json.dumps({"train_history": [0.5] * 300}))
     lines = table._readout_loss_lines(records, set_dir)
     assert "| published code | 2 |" in lines[5] and "| ours, default read-out (d_out = 1) | 10 |" in lines[7]
-    assert f"lasso {ranks} (chance {chance})" in lines[-1] and f"training loss {ranks} (chance {chance})" in lines[-1]
-    assert lines[-1].endswith("With 2 + 3 models the smallest chance this can give is 0.1.")
+    assert f"lasso {ranks} (chance {chance})" in lines[-5] and f"training loss {ranks} (chance {chance})" in lines[-5]
+    assert lines[-5].endswith("With 2 + 3 models the smallest chance this can give is 0.1.")
+    assert lines[-3] == f"The rule, stated before the numbers of the read-out's seeds 3-5: {table.RANK_RULE}."
+    assert lines[-1] == "**Reading by [rank]: cannot tell.**"  # 2 + 3 models cannot reach 0.05 either way
 
 
 def test_readout_records_pool_across_seeds_of_one_commit_and_refuse_a_patchwork(tmp_path):
@@ -321,3 +323,18 @@ def test_readout_records_pool_across_seeds_of_one_commit_and_refuse_a_patchwork(
     (records / "e3_readout_H6_seeds3.json").write_text(json.dumps(dict(more, commit="1" * 40)))
     with pytest.raises(ValueError, match="several commits"):
         table.readout_record(records)
+
+
+@pytest.mark.parametrize("published, ours, reading", [
+    ([0.9, 1.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "differ"),  # above all 6 of ours: chance 1/28
+    ([0.05, 1.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "no difference found"),  # negative control: one at the bottom
+    ([0.9, 1.0], [0.1, 0.2, 0.3], "cannot tell"),  # 2 + 3 models: 0.1 at the least
+])
+def test_rank_rule_says_differ_no_difference_or_cannot_tell(published, ours, reading):
+    ranks, chance = table.rank_chance(published, ours)
+    assert table.rank_reading([chance] * 3, len(published), len(published) + len(ours)) == reading
+    if reading == "differ":
+        assert ranks == [1, 2] and chance == pytest.approx(1 / 28)
+    # two of three measures decide; one alone does not
+    assert table.rank_reading([0.01, 0.5, 0.5], 2, 8) == "cannot tell"
+    assert table.rank_reading([0.01, 0.02, 0.5], 2, 8) == "differ"
