@@ -624,7 +624,10 @@ def _trainer_lines(rec: dict) -> list[str]:
                   "mean training loss: " + _final_vs_running(rec["train_set"], lambda name: "published data" in name)
                   + "."]
     lines += _loss_level_lines(rec)
-    return lines + ["", f"**Reading: within the models, the gap follows {overall}.**"]
+    return lines + ["", f"**Reading: within the models, the gap follows {overall}.**", "",
+                    "Here \"the trainer\" is everything of ours but the training set: our engine's arithmetic and our "
+                    "default read-out (d_out = 1, where the published code stacks Linear(48->48) and Linear(48->1)). "
+                    "The next section takes the arithmetic apart from the read-out."]
 
 
 def _final_vs_running(train: dict, keep) -> str:
