@@ -436,6 +436,11 @@ STEP_RULE = (f"[step]: from the same parameters on the same batches, the two tra
              f"they differ when a matched run exceeds its bound; the check cannot tell when the control does not")
 
 
+#: A [step] or [step-rounding] reading as the page says it.
+STEP_SAID = {"the same arithmetic": "the two training steps are the same arithmetic",
+             "differ": "the two training steps differ", "cannot tell": "the check cannot tell"}
+
+
 def step_reading(runs: dict[str, dict]) -> str:
     """Rule :data:`STEP_RULE` over a step record's runs (a run whose ``lr_ratio`` is not 1 is the control)."""
     bound = lambda r: STEP_F64 if r["dtype"] == "float64" else STEP_F32  # noqa: E731
@@ -510,9 +515,7 @@ def e3_step(records: Path, set_dir: Path) -> list[str]:
             lines.append(f"| {name} | {r['start']} | {r['dtype']} | {r.get('side', 'engine')} | {r['attention']} | "
                          f"{r['lr_ratio']:g} | {'yes' if r['ours_flush_denormals'] else 'no'} | {r['steps']} | "
                          f"{r['worst_rel_loss_diff']:.2g} | {r['published_subnormals_at_end']} |")
-        said = {"the same arithmetic": "the two training steps are the same arithmetic",
-                "differ": "the two training steps differ", "cannot tell": "the check cannot tell"}[reading]
-        lines += ["", f"**Reading by {rule.split(':')[0]}: {said}.**"]
+        lines += ["", f"**Reading by {rule.split(':')[0]}: {STEP_SAID[reading]}.**"]
     return lines + _readout_loss_lines(records, set_dir)
 
 

@@ -238,9 +238,7 @@ def _step_record(tmp_path: Path, f64: float, f32: float, control: float) -> Path
 def test_step_rule_says_same_differ_or_cannot_tell(tmp_path, f64, f32, control, reading):
     lines = table.e3_step(_step_record(tmp_path, f64, f32, control), tmp_path)
     assert f"The rule, stated before the numbers: {table.STEP_RULE}." in lines
-    said = {"differ": "the two training steps differ", "cannot tell": "the check cannot tell"}.get(
-        reading, "the two training steps are the same arithmetic")
-    assert f"**Reading by [step]: {said}.**" in lines
+    assert f"**Reading by [step]: {table.STEP_SAID[reading]}.**" in lines
 
 
 def test_step_rule_needs_a_control_and_no_record_no_section(tmp_path):
@@ -268,9 +266,7 @@ def _rounding_record(tmp_path: Path, f32: float, rounding: float, control: float
 def test_step_rounding_rule_reads_float32_against_rounding(tmp_path, f32, rounding, control, reading):
     lines = table.e3_step(_rounding_record(tmp_path, f32, rounding, control), tmp_path)
     assert f"The rule, stated before the numbers: {table.STEP_ROUNDING_RULE}." in lines
-    said = {"differ": "the two training steps differ", "cannot tell": "the check cannot tell"}.get(
-        reading, "the two training steps are the same arithmetic")
-    assert f"**Reading by [step-rounding]: {said}.**" in lines
+    assert f"**Reading by [step-rounding]: {table.STEP_SAID[reading]}.**" in lines
     assert "| r | init | float32 | published+1ulp | - | 1 | yes | 10 | 5e-05 | 0 |" in lines or reading != "the same arithmetic"
 
 
