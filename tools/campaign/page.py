@@ -331,7 +331,7 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
     if (set_dir / "crosscheck" / "README.md").is_file():
         out.append("- beside it, with its own page: the paper's published code run on E1 (H = 4, 6), E3 (H = 6) and "
                    "E4, its numbers beside ours made the same way, and what its E3 models say of E3's factor of two "
-                   "(epochs, read-out, one-model variance or implementation; models or test prompts): [`crosscheck/README.md`]"
+                   "(epochs, read-out, one-model variance or implementation; models or test prompts; the training step itself): [`crosscheck/README.md`]"
                    "(crosscheck/README.md)")
     made: dict[tuple[str, str], list[str]] = {}  # (commit, CPU) -> settings, in priority order
     for s, e in done:

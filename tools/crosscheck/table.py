@@ -565,7 +565,8 @@ def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
     mse = {a: {"published code": [r["mean_std_printed"][a][0] for r in pub],
                "ours, published read-out": [ro["test_mse_vs_noisy_y"][str(s)][a] for s in ro["seeds"]],
                "ours, default read-out (d_out = 1)": _ours_h6(runs, a)} for a in ("lasso", "ridge", "linear")}
-    lines = ["", "Measured, not a verdict: E3's H = 6 models by read-out, each one's training loss over its last 10 "
+    lines = ["", "### E3's models by read-out", "",
+             "Measured, not a verdict: E3's H = 6 models by read-out, each one's training loss over its last 10 "
              "epochs and its test MSE against the noisy y (the published models' on their own test sets).", "",
              "| models | n | training loss, last 10 epochs | lasso | ridge | linear |", "|---|---|---|---|---|---|"]
     for group, v in loss.items():
@@ -656,6 +657,19 @@ def _loss_level_lines(rec: dict) -> list[str]:
             f"was chosen after the end points' spread above was seen."]
 
 
+def readings_in_one_place(lines: list[str]) -> list[str]:
+    """E3's readings and verdicts (the bold lines of its sections), each under its section's title, as one list."""
+    heading, out = "", []
+    for line in lines:
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif line.startswith("**"):
+            out.append(f"- {heading}: {line}")
+    return ["", "## E3's factor of two: the readings in one place", "",
+            "Each reading by the rule its section states before its numbers; in the order the questions were asked.",
+            "", *out] if out else []
+
+
 def _g(x) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
 
@@ -699,10 +713,8 @@ def write(records: Path, set_dir: Path, out: Path) -> pd.DataFrame:
                + " where the run had no network); it then builds its model, before any training, with its own values "
                "(hidden 2 x 262 = 524, 8 heads), and that model, built alone here, fails: "
                + e4["model_with_main_values"] + ". So the script cannot train as published, with or without the data."]
-    md += e3_published_model(records, set_dir)
-    md += readout_lines
-    md += e3_swap(records)
-    md += e3_step(records, set_dir)
+    e3 = e3_published_model(records, set_dir) + readout_lines + e3_swap(records) + e3_step(records, set_dir)
+    md += readings_in_one_place(e3) + e3
     md += ["", "## What was changed to run it", ""]
     for exp, ch in sorted(changes.items()):
         md += [f"- {exp}: " + "; ".join(ch)]

@@ -293,7 +293,7 @@ def test_readout_groups_rank_the_published_models_among_their_read_out(tmp_path,
         (set_dir / "statistical" / "runs" / "reference_code_H6" / f"seed{s}" / "metrics.json").write_text(
             json.dumps({"train_history": [0.5] * 300}))
     lines = table._readout_loss_lines(records, set_dir)
-    assert "| published code | 2 |" in lines[5] and "| ours, default read-out (d_out = 1) | 10 |" in lines[7]
+    assert "| published code | 2 |" in lines[7] and "| ours, default read-out (d_out = 1) | 10 |" in lines[9]
     assert f"lasso {ranks} (chance {chance})" in lines[-5] and f"training loss {ranks} (chance {chance})" in lines[-5]
     assert lines[-5].endswith("With 2 + 3 models the smallest chance this can give is 0.1.")
     assert lines[-3] == f"The rule, stated before the numbers of the read-out's seeds 3-5: {table.RANK_RULE}."
@@ -334,3 +334,10 @@ def test_rank_rule_says_differ_no_difference_or_cannot_tell(published, ours, rea
     # two of three measures decide; one alone does not
     assert table.rank_reading([0.01, 0.5, 0.5], 2, 8) == "cannot tell"
     assert table.rank_reading([0.01, 0.02, 0.5], 2, 8) == "differ"
+
+
+def test_readings_in_one_place_lists_each_bold_reading_under_its_section():
+    lines = ["", "## A", "text", "**Reading: x.**", "### B", "", "**Verdict: y.**", "**Reading by [r]: z.**"]
+    out = table.readings_in_one_place(lines)
+    assert out[-3:] == ["- A: **Reading: x.**", "- B: **Verdict: y.**", "- B: **Reading by [r]: z.**"]
+    assert table.readings_in_one_place(["## A", "no reading"]) == []
