@@ -516,6 +516,10 @@ def e3_step(records: Path, set_dir: Path) -> list[str]:
                          f"{r['lr_ratio']:g} | {'yes' if r['ours_flush_denormals'] else 'no'} | {r['steps']} | "
                          f"{r['worst_rel_loss_diff']:.2g} | {r['published_subnormals_at_end']} |")
         lines += ["", f"**Reading by {rule.split(':')[0]}: {STEP_SAID[reading]}.**"]
+        if not rounding and len(recs) > 1:
+            lines += ["", "[step]'s float32 bound is one fixed number. The next record, with fresh prompts and batch "
+                      "order, reads each float32 run against rounding measured beside it, by a rule written after this "
+                      "reading."]
     return lines + _readout_loss_lines(records, set_dir)
 
 
