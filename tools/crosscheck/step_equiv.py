@@ -59,8 +59,8 @@ ROUNDING_RUNS = (
 )
 
 
-def _copy(pub: torch.nn.Module, ours: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The published model's parameters in our layout (member 0), copied into ``ours``; returns that map."""
+def _copy(pub: torch.nn.Module, ours: torch.nn.Module) -> None:
+    """The published model's parameters copied into ``ours`` (member 0), each into its place in our layout."""
     m, a = pub.attnm.mapping_A, pub.attnm.attn1
     qkv = (a.q_proj, a.k_proj, a.v_proj)
     mapped = {"w_in": m.token_proj.weight.T, "b_in": m.token_proj.bias, "gain": m.modulation, "ext": m.interp_tokens,
@@ -69,10 +69,9 @@ def _copy(pub: torch.nn.Module, ours: torch.nn.Module) -> dict[str, torch.Tensor
     with torch.no_grad():
         for name, value in mapped.items():
             getattr(ours, name)[0].copy_(value)
-    return mapped
 
 
-def run(mod, name: str, start: str, dtype: str, attention: str, lr_ratio: float, flush: bool, side: str, steps: int,
+def run(mod, start: str, dtype: str, attention: str, lr_ratio: float, flush: bool, side: str, steps: int,
         trained: Path | None, data_seed: int = 0) -> dict:
     from algo_emu.models.emulator import EnsembleEmulator
     from algo_emu.train import TrainConfig, make_optimizer, make_step
@@ -120,7 +119,7 @@ def run(mod, name: str, start: str, dtype: str, attention: str, lr_ratio: float,
             return loss.item()
     opt_pub, mse = torch.optim.Adam(pub.parameters(), lr=1e-3), torch.nn.MSELoss()
     order = torch.Generator().manual_seed(data_seed + 1)
-    worst, first, last, t0 = 0.0, None, None, time.perf_counter()
+    worst, last, t0 = 0.0, None, time.perf_counter()
     for k in range(steps):
         idx = torch.randint(0, len(t), (32,), generator=order)
         torch.set_flush_denormal(False)
@@ -132,7 +131,6 @@ def run(mod, name: str, start: str, dtype: str, attention: str, lr_ratio: float,
         loss_ours = step_ours(idx)
         rel = abs(loss_ours - loss_pub.item()) / abs(loss_pub.item())
         worst = max(worst, rel)
-        first = rel if first is None else first
         last = (loss_pub.item(), loss_ours)
     torch.set_flush_denormal(False)
     with torch.no_grad():
@@ -168,7 +166,7 @@ def main(argv=None) -> None:
     for name, *spec in RUNS + (ROUNDING_RUNS if args.with_rounding else ()):
         if args.only and name not in args.only:
             continue
-        runs[name] = run(mod, name, *spec, steps=args.steps, trained=args.trained, data_seed=args.data_seed)
+        runs[name] = run(mod, *spec, steps=args.steps, trained=args.trained, data_seed=args.data_seed)
         print(name, runs[name], flush=True)
     git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
     out = args.out or (RECORD if args.data_seed == 0 else RECORD.with_name(f"{RECORD.stem}_data{args.data_seed}.json"))
