@@ -189,10 +189,14 @@ def e3_pooled(records: Path, runs: pd.DataFrame) -> tuple[list[dict], str | None
         out.append({"algorithm": algo, "values": vals, "data_seeds": [r["data_seed"] for r in recs], "mean": tm,
                     "sd": ts, "n": tn, "ours_mean": om, "ours_sd": osd, "ours_n": on,
                     "verdict": agreement(tm, ts, tn, om, osd, on)})
-    higher = sum(r["verdict"] == "inconsistent (ours lower)" for r in out)
-    reading = ("one-model variance" if all(r["verdict"] == "consistent" for r in out)
-               else "a difference of implementation" if higher >= 2 else "not decided")
-    return out, reading
+    return out, pooled_reading([r["verdict"] for r in out])
+
+
+def pooled_reading(verdicts: list[str]) -> str:
+    """Rule :data:`PUBLISHED_MODELS_RULE`'s reading from its three [paper-number] verdicts."""
+    higher = sum(v == "inconsistent (ours lower)" for v in verdicts)
+    return ("one-model variance" if all(v == "consistent" for v in verdicts)
+            else "a difference of implementation" if higher >= 2 else "not decided")
 
 
 def e3_published_model(records: Path, set_dir: Path) -> list[str]:
@@ -566,7 +570,7 @@ def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
             "ours, published read-out": [last10(c) for c in ro["train_loss_per_epoch"].values()],
             "ours, default read-out (d_out = 1)": [last10(c) for c in ours]}
     runs = pd.read_csv(set_dir / "tables" / "statistical_runs.csv")
-    mse = {a: {"published code": [r["mean_std_printed"][a][0] for r in pub],
+    mse = {a: {"published code": [statistics.fmean(r["test_loss_per_eval_seed"][a]) for r in pub],
                "ours, published read-out": [ro["test_mse_vs_noisy_y"][str(s)][a] for s in ro["seeds"]],
                "ours, default read-out (d_out = 1)": _ours_h6(runs, a)} for a in ("lasso", "ridge", "linear")}
     lines = ["", "### E3's models by read-out", "",
@@ -587,6 +591,13 @@ def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
               + f". With {k} + {n - k} models the smallest chance this can give is {1 / math.comb(n, k):.2g}.", "",
               f"The rule, stated before the numbers of the read-out's seeds 3-5: {RANK_RULE}.", "",
               f"**Reading by [rank]: {rank_reading(chances, k, n)}.**"]
+    from algo_emu.report.replication import agreement
+
+    verdicts = {a: agreement(*_ms(mse[a]["published code"]), *_ms(mse[a]["ours, published read-out"])) for a in mse}
+    lines += ["", "The same comparison by [published-models] (above), like with like: the published models against ours "
+              "with the published read-out instead of our default read-out; applied after the read-out's seeds 3-5 "
+              "were seen ([rank] is the test stated before them): " + "; ".join(f"{a} {v}" for a, v in verdicts.items())
+              + f"; reading: {pooled_reading(list(verdicts.values()))}."]
     return lines
 
 
