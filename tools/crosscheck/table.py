@@ -174,9 +174,10 @@ PUBLISHED_MODELS_RULE = (
     "further model strengthens it.")
 
 
-def e3_pooled(records: Path, runs: pd.DataFrame) -> tuple[list[dict], str | None]:
+def e3_pooled(records: Path, runs: pd.DataFrame, ours=None) -> tuple[list[dict], str | None]:
     """Rule :data:`PUBLISHED_MODELS_RULE`: per algorithm, the published models' mean, sd and n over data seeds beside
-    our reference_code H = 6 models, with its verdict; and the reading (None under two published models)."""
+    our reference_code H = 6 models (or ``ours(algorithm)``'s values), with its verdict; and the reading (None under
+    two published models)."""
     from algo_emu.report.replication import agreement
 
     recs = _load("e3_H6_data*.json", records)
@@ -185,18 +186,14 @@ def e3_pooled(records: Path, runs: pd.DataFrame) -> tuple[list[dict], str | None
     out = []
     for algo in ("lasso", "ridge", "linear"):
         vals = [statistics.fmean(r["test_loss_per_eval_seed"][algo]) for r in recs]
-        (tm, ts, tn), (om, osd, on) = _ms(vals), _ms(_ours_h6(runs, algo))
+        (tm, ts, tn), (om, osd, on) = _ms(vals), _ms(ours(algo) if ours else _ours_h6(runs, algo))
         out.append({"algorithm": algo, "values": vals, "data_seeds": [r["data_seed"] for r in recs], "mean": tm,
                     "sd": ts, "n": tn, "ours_mean": om, "ours_sd": osd, "ours_n": on,
                     "verdict": agreement(tm, ts, tn, om, osd, on)})
-    return out, pooled_reading([r["verdict"] for r in out])
-
-
-def pooled_reading(verdicts: list[str]) -> str:
-    """Rule :data:`PUBLISHED_MODELS_RULE`'s reading from its three [paper-number] verdicts."""
-    higher = sum(v == "inconsistent (ours lower)" for v in verdicts)
-    return ("one-model variance" if all(v == "consistent" for v in verdicts)
-            else "a difference of implementation" if higher >= 2 else "not decided")
+    higher = sum(r["verdict"] == "inconsistent (ours lower)" for r in out)
+    reading = ("one-model variance" if all(r["verdict"] == "consistent" for r in out)
+               else "a difference of implementation" if higher >= 2 else "not decided")
+    return out, reading
 
 
 def e3_published_model(records: Path, set_dir: Path) -> list[str]:
@@ -445,17 +442,21 @@ STEP_SAID = {"the same arithmetic": "the two training steps are the same arithme
              "differ": "the two training steps differ", "cannot tell": "the check cannot tell"}
 
 
-def step_reading(runs: dict[str, dict]) -> str:
-    """Rule :data:`STEP_RULE` over a step record's runs (a run whose ``lr_ratio`` is not 1 is the control)."""
-    bound = lambda r: STEP_F64 if r["dtype"] == "float64" else STEP_F32  # noqa: E731
-    over = {name: r["worst_rel_loss_diff"] > bound(r) for name, r in runs.items()}
-    controls = [name for name, r in runs.items() if r["lr_ratio"] != 1.0]
-    matched = [name for name in runs if name not in controls]
+def _step_verdict(runs: dict[str, dict], over) -> str:
+    """[step] and [step-rounding]'s common reading: ``runs`` our engine's runs (a run whose ``lr_ratio`` is not 1 is a
+    control), ``over(run)`` whether a run exceeds its rule's bound."""
+    controls = [r for r in runs.values() if r["lr_ratio"] != 1.0]
+    matched = [r for r in runs.values() if r["lr_ratio"] == 1.0]
     if not matched or not controls:
         raise ValueError("a step record needs matched runs and a control")
-    if any(over[n] for n in matched):
+    if any(over(r) for r in matched):
         return "differ"
-    return "the same arithmetic" if all(over[n] for n in controls) else "cannot tell"
+    return "the same arithmetic" if all(over(r) for r in controls) else "cannot tell"
+
+
+def step_reading(runs: dict[str, dict]) -> str:
+    """Rule :data:`STEP_RULE` over a step record's runs."""
+    return _step_verdict(runs, lambda r: r["worst_rel_loss_diff"] > (STEP_F64 if r["dtype"] == "float64" else STEP_F32))
 
 
 #: Written after [step] read the first record (it said "differ" on one float32 run and nothing else), applied to a
@@ -474,20 +475,10 @@ def step_rounding_reading(runs: dict[str, dict]) -> str:
     """Rule :data:`STEP_ROUNDING_RULE` over a step record with rounding controls."""
     rounding = {r["start"]: r["worst_rel_loss_diff"] for r in runs.values() if r.get("side") == "published+1ulp"}
     engine = {n: r for n, r in runs.items() if r.get("side", "engine") == "engine"}
-    controls = [n for n, r in engine.items() if r["lr_ratio"] != 1.0]
-    matched = [n for n in engine if n not in controls]
-    if not matched or not controls or any(engine[n]["dtype"] == "float32" and engine[n]["start"] not in rounding
-                                          for n in matched + controls):
-        raise ValueError("a step-rounding record needs matched runs, a control and a rounding control per float32 start")
-
-    def over(r: dict) -> bool:
-        if r["dtype"] == "float64":
-            return r["worst_rel_loss_diff"] > STEP_F64
-        return r["worst_rel_loss_diff"] > STEP_ROUNDING_FACTOR * rounding[r["start"]]
-
-    if any(over(engine[n]) for n in matched):
-        return "differ"
-    return "the same arithmetic" if all(over(engine[n]) for n in controls) else "cannot tell"
+    if any(r["dtype"] == "float32" and r["start"] not in rounding for r in engine.values()):
+        raise ValueError("a step-rounding record needs a rounding control per float32 start")
+    return _step_verdict(engine, lambda r: r["worst_rel_loss_diff"] > (
+        STEP_F64 if r["dtype"] == "float64" else STEP_ROUNDING_FACTOR * rounding[r["start"]]))
 
 
 def e3_step(records: Path, set_dir: Path) -> list[str]:
@@ -591,13 +582,13 @@ def _readout_loss_lines(records: Path, set_dir: Path) -> list[str]:
               + f". With {k} + {n - k} models the smallest chance this can give is {1 / math.comb(n, k):.2g}.", "",
               f"The rule, stated before the numbers of the read-out's seeds 3-5: {RANK_RULE}.", "",
               f"**Reading by [rank]: {rank_reading(chances, k, n)}.**"]
-    from algo_emu.report.replication import agreement
-
-    verdicts = {a: agreement(*_ms(mse[a]["published code"]), *_ms(mse[a]["ours, published read-out"])) for a in mse}
+    pooled, reading = e3_pooled(records, runs, lambda a: mse[a]["ours, published read-out"])
+    if not pooled:
+        return lines
     lines += ["", "The same comparison by [published-models] (above), like with like: the published models against ours "
               "with the published read-out instead of our default read-out; applied after the read-out's seeds 3-5 "
-              "were seen ([rank] is the test stated before them): " + "; ".join(f"{a} {v}" for a, v in verdicts.items())
-              + f"; reading: {pooled_reading(list(verdicts.values()))}."]
+              "were seen ([rank] is the test stated before them): "
+              + "; ".join(f"{r['algorithm']} {r['verdict']}" for r in pooled) + f"; reading: {reading}."]
     return lines
 
 

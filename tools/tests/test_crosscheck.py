@@ -286,7 +286,7 @@ def test_readout_groups_rank_the_published_models_among_their_read_out(tmp_path,
     records = _readout(tmp_path, 0.5)  # our read-out models: lasso PAPER * 0.5 * (0.95, 1, 1.05); losses 1/300
     for i in (0, 1):
         (records / f"e3_H6_data{i}.json").write_text(json.dumps({
-            "train_loss_per_epoch": [pub_scale / 300 * (1 + 0.01 * i)] * 300,
+            "data_seed": i, "train_loss_per_epoch": [pub_scale / 300 * (1 + 0.01 * i)] * 300,
             "test_loss_per_eval_seed": {a: [PAPER[a] * 0.5 * pub_scale * (1 + 0.01 * i)] * 5 for a in ALGOS}}))
     for s in range(10):  # the set's 10 models (their test MSEs: _set)
         (set_dir / "statistical" / "runs" / "reference_code_H6" / f"seed{s}").mkdir(parents=True)
