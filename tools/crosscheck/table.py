@@ -9,7 +9,8 @@ reference_code models at H = 6 (``tables/statistical_runs.csv``), by rule [one-m
 model's training loss first reaches the paper's level (the mean of its three Appendix C.1 values at H = 6), beside
 ours; and each side's frozen models on the other side's test prompts (``swap_eval.py``), by rule [swap]: does the
 gap follow the models or the test data; our training step against the published script's from the same parameters
-on the same batches (``step_equiv.py``), by rules [step] and [step-rounding]. E4: how the published script fails.
+on the same batches (``step_equiv.py``), by rules [step] and [step-rounding]; the published read-out as a variant of ours
+(``readout_eval.py``), by rules [readout] and [readout-share]. E4: how the published script fails.
 
     python tools/crosscheck/table.py [--set results/reference/paper-scale] [--out <set>/crosscheck]
 """
@@ -340,7 +341,75 @@ def e3_readout(records: Path, set_dir: Path) -> tuple[list[dict], list[str]]:
                                      f"{first if first else 'never'}" if level is not None else "") + "."]
     lines += ["", f"**Verdict: the published read-out {answer}** (it moves {moved} of 3 algorithms toward the paper; "
               f"{consistent} of 3 of its means consistent with the paper's one model)."]
-    return rows, lines
+    return rows, lines + readout_share_lines(rows)
+
+
+#: [readout]'s "does not explain it" is "no move past 2 standard errors", which a test too weak to see a move also
+#: gives. This rule, written after [readout] was read on seeds 0-5 (the page says so), asks how much of the gap the
+#: published read-out closes and says "cannot tell" where the models cannot tell.
+SHARE_LEVEL = 0.95
+READOUT_SHARE_RULE = (
+    "[readout-share]: per algorithm, the share of our default read-out's gap to the paper that the published read-out "
+    "closes, (read-out mean - default mean) / (paper - default mean), the paper's one value taken as fixed, with its "
+    f"{SHARE_LEVEL * 100:g} % interval (Welch's t over the two sets of models). An algorithm's read-out closes all of "
+    "the gap when the interval lies above 0 and reaches 1; part of it when it lies above 0 and below 1; not all of it "
+    "when it reaches 0 and lies below 1 (a move of the whole gap excluded, no move shown); it cannot tell when it "
+    "reaches both 0 and 1; with no gap (our default at or past the paper) it says nothing. Reading: the published read-out explains it, "
+    "explains part of it or does not explain it when 2 of the 3 algorithms say all, part or not all of it; otherwise "
+    "cannot tell")
+SHARE_READINGS = {"all of it": "explains it", "part of it": "explains part of it",
+                  "not all of it": "does not explain it"}
+
+
+def readout_share(rm: float, rsd: float, rn: int, om: float, osd: float, on: int, pm: float) -> dict:
+    """Rule :data:`READOUT_SHARE_RULE` for one algorithm: the read-out models' mean, sd and count, our default's, and
+    the paper's value. Also ``needed``: the number of read-out models (the default's count and both sds as they are)
+    at which the interval would be narrower than 1, so it could not reach both 0 and 1 (None: no number of read-out
+    models is enough, the default models' own spread is too wide)."""
+    from scipy import stats
+
+    def half(n: int) -> float:
+        a, b = rsd**2 / n, osd**2 / on
+        df = (a + b) ** 2 / (a**2 / (n - 1) + b**2 / (on - 1))
+        return stats.t.ppf(0.5 + SHARE_LEVEL / 2, df) * math.sqrt(a + b)
+
+    if rn < 2 or on < 2:
+        raise ValueError(f"[readout-share] needs 2 or more models on each side, not {rn} read-out and {on} default")
+    gap = pm - om
+    if gap <= 0:
+        return {"share": math.nan, "low": math.nan, "high": math.nan, "says": "no gap", "needed": None}
+    share, h = (rm - om) / gap, half(rn) / gap
+    low, high = share - h, share + h
+    says = ("cannot tell" if low <= 0 and high >= 1 else "not all of it" if low <= 0
+            else "all of it" if high >= 1 else "part of it")
+    needed = next((n for n in range(2, 1001) if half(n) / gap < 0.5), None)
+    return {"share": share, "low": low, "high": high, "says": says, "needed": needed}
+
+
+def share_reading(says: list[str]) -> str:
+    """[readout-share]'s reading from the algorithms' answers."""
+    for said, reading in SHARE_READINGS.items():
+        if says.count(said) >= 2:
+            return reading
+    return "cannot tell"
+
+
+def readout_share_lines(rows: list[dict]) -> list[str]:
+    """The page's [readout-share] section from :func:`e3_readout`'s rows."""
+    shares = [(r["setting"].split(",")[0], readout_share(r["readout_mean"], r["readout_sd"], r["readout_n"],
+                                                          r["ours_mean"], r["ours_sd"], r["ours_n"], r["paper_mean"]))
+              for r in rows]
+    n = rows[0]["readout_n"]
+    lines = ["", "### How much of the gap the read-out closes", "",
+             f"Written after [readout] was read on these {n} read-out models: [readout] has no outcome for a test that "
+             f"cannot see a move, so its \"does not explain it\" may be that. The rule: {READOUT_SHARE_RULE}.", "",
+             f"| algorithm | share of the gap closed | {SHARE_LEVEL * 100:g} % interval | says | read-out models for an "
+             "interval narrower than 1 |", "|---|---|---|---|---|"]
+    for algo, s in shares:
+        lines.append(f"| {algo} | {s['share']:.2f} | {s['low']:.2f} to {s['high']:.2f} | {s['says']} | "
+                     f"{s['needed'] if s['needed'] else 'none is enough (our default models spread too widely)'} |")
+    return lines + ["", f"**Reading by [readout-share]: {share_reading([s['says'] for _, s in shares])}** "
+                    f"(over {n} read-out models and {rows[0]['ours_n']} of our default read-out)."]
 
 
 #: Where E3's gap lives, stated before the numbers (the page prints it): each side's models on both sides' test sets.

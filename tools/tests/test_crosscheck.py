@@ -4,6 +4,7 @@ against a small fake set (no published code needed)."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -51,6 +52,49 @@ def test_readout_rule_says_yes_no_and_part(tmp_path, scale, answer):
     assert lines.index(next(line for line in lines if table.READOUT_RULE in line)) < lines.index(verdict)
     for r in rows:
         assert r["paper_over_default"] == pytest.approx(2.0, rel=0.05)
+
+
+@pytest.mark.parametrize("scale, spread, reading", [
+    (1.0, 0.05, "explains it"),  # the read-out closes the whole gap (share 1 +- 0.24)
+    (0.5, 0.05, "does not explain it"),  # negative control: it closes none of it, a whole-gap move excluded
+    (0.75, 0.05, "explains part of it"),  # half the gap, the interval inside (0, 1)
+    (0.75, 0.5, "cannot tell"),  # half the gap again, but models spread too widely to tell 0 from 1
+])
+def test_readout_share_says_all_part_none_and_cannot_tell(tmp_path, scale, spread, reading):
+    records = _readout(tmp_path, scale)
+    rec = json.loads((records / "e3_readout_H6.json").read_text())
+    rec["test_mse_vs_noisy_y"] = {str(s): {a: PAPER[a] * scale * (1 + spread * (s - 1)) for a in ALGOS} for s in range(3)}
+    (records / "e3_readout_H6.json").write_text(json.dumps(rec))
+    rows, lines = table.e3_readout(records, _set(tmp_path, 0.5))
+    said = next(line for line in lines if line.startswith("**Reading by [readout-share]"))
+    assert said.startswith(f"**Reading by [readout-share]: {reading}**")
+    assert lines.index(next(line for line in lines if table.READOUT_SHARE_RULE in line)) < lines.index(said)
+    for r in rows:  # the share and its interval are Welch's t interval of the difference of means, over the gap
+        from scipy import stats
+        ours = [PAPER[r["setting"].split(",")[0]] * 0.5 * (1 + 0.1 * (s - 4.5) / 4.5) for s in range(10)]
+        algo = r["setting"].split(",")[0]
+        ro = [rec["test_mse_vs_noisy_y"][str(s)][algo] for s in range(3)]
+        ci = stats.ttest_ind(ro, ours, equal_var=False).confidence_interval(0.95)
+        s = table.readout_share(r["readout_mean"], r["readout_sd"], r["readout_n"], r["ours_mean"], r["ours_sd"],
+                                r["ours_n"], r["paper_mean"])
+        gap = PAPER[algo] * 0.5
+        assert (s["low"], s["share"], s["high"]) == pytest.approx(
+            (ci.low / gap, (statistics.fmean(ro) - statistics.fmean(ours)) / gap, ci.high / gap), rel=1e-9, abs=1e-12)
+
+
+def test_readout_share_needs_two_models_a_side_and_a_gap(tmp_path):
+    with pytest.raises(ValueError, match="2 or more models on each side"):
+        table.readout_share(1.0, 0.1, 1, 0.5, 0.1, 10, 2.0)
+    s = table.readout_share(1.0, 0.1, 5, 2.5, 0.1, 10, 2.0)  # our default already past the paper: no gap
+    assert s["says"] == "no gap" and table.share_reading([s["says"], "all of it", "part of it"]) == "cannot tell"
+    wide = table.readout_share(1.0, 0.5, 5, 0.5, 0.3, 3, 1.0)  # the default's own spread: no count of read-out is enough
+    assert wide["needed"] is None
+    def width(n: int) -> float:
+        s = table.readout_share(0.75, 0.2, n, 0.5, 0.01, 10, 1.0)
+        return s["high"] - s["low"]
+
+    n = table.readout_share(0.75, 0.2, 3, 0.5, 0.01, 10, 1.0)["needed"]
+    assert n > 3 and width(n) < 1.0 <= width(n - 1)
 
 
 def test_readout_moving_away_from_the_paper_is_not_an_explanation(tmp_path):
