@@ -1,4 +1,4 @@
-"""python -m tools.campaign run | replay | save | pin | status | page | variants [--dir SET] ..."""
+"""python -m tools.campaign run | replay | save | pin | status | page | variants | converged [--dir SET] ..."""
 
 import argparse
 import logging

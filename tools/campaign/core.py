@@ -8,6 +8,7 @@ resumable after an interruption and on a fresh machine with the same command.
     python -m tools.campaign pin --commit <sha> --reason "..."         # moving to new code: explicit
     python -m tools.campaign page                      # rebuild the set's report, tables, figures, manifest
     python -m tools.campaign variants --from <checkout>                # E1's variants (ours) into <dir>/variants/
+    python -m tools.campaign converged --from <checkout>               # E1 at convergence (ours) into <dir>/converged/
 
 How it works. The campaign's state lives in the committed set, ``<dir>/campaign.json`` (default
 ``results/reference/paper-scale``): the pinned commit, the config file, and per setting its status,
@@ -941,6 +942,16 @@ def _variants(set_dir: str, checkout: str, config: str) -> None:
     build_page(Path(set_dir))
 
 
+def _converged(set_dir: str, checkout: str, config: str) -> None:
+    from tools.campaign.converged import SUBDIR, import_converged
+
+    imported = import_converged(set_dir, checkout, config)
+    print(f"{Path(set_dir) / SUBDIR}: the convergence check{' and the converged table' if imported['converged'] else ''}"
+          f" made by {imported['from_commit'][:12]} ({imported['code_version']}) imported from {checkout}; rebuilding "
+          "the page", flush=True)
+    build_page(Path(set_dir))
+
+
 DIR = arg("--dir", "set_dir", default=DEFAULT_DIR, help="the committed set (holds campaign.json)")
 STEPS = [
     Step("run", "run the settings still to do, in priority order, at the pinned commit", _run,
@@ -957,6 +968,11 @@ STEPS = [
     Step("page", "rebuild the set's tables, figures, README and manifest", _page, [DIR]),
     Step("variants", "import a finished `snakemake heads_variants` run of a clean checkout into <dir>/variants/ "
          "(checked: every variant and seed, one commit, no uncommitted changes), then rebuild the page", _variants,
+         [DIR, arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
+          arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout")]),
+    Step("converged", "import E1's convergence check (and the heads table at convergence, once made) of a clean "
+         "checkout into <dir>/converged/ (checked as variants, and each table recomputed from its records), then "
+         "rebuild the page", _converged,
          [DIR, arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
           arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout")]),
 ]

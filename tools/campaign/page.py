@@ -328,6 +328,9 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
                    f"pinned commit does not reproduce bit for bit, never in these tables: [`{cp.PRE}/README.md`]"
                    f"({cp.PRE}/README.md)")
     out.append(f"- kept apart with its own page: {variants_line(set_dir)}")
+    from tools.campaign import converged as cc
+
+    out.append(f"- kept apart with its own page: {cc.line(set_dir)}")
     if (set_dir / "crosscheck" / "README.md").is_file():
         out.append("- beside it, with its own page: the paper's published code run on E1 (H = 4, 6), E3 (H = 6) and "
                    "E4, its numbers beside ours made the same way, and what its E3 models say of E3's factor of two "
@@ -411,6 +414,9 @@ def build(set_dir: Path, state: dict, root: Path = REPO_ROOT) -> None:
     e1_done = {s.name: [set_dir / s.set_path(r) for r in s.records] for s, st, _ in rows
                if s.experiment == "heads" and st in ("done", "adopted")}
     cv.build(set_dir, e1_done, page_commit)
+    from tools.campaign import converged as cc
+
+    cc.build(set_dir, page_commit)
     verdicts: list = []
     if e1_done:
         verdicts += refset.e1_tables(set_dir, config, metrics=[str(p) for v in e1_done.values() for p in v])["rows"]

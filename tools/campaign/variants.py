@@ -103,10 +103,16 @@ def _check_record(path: Path, rec: dict, v: dict, heads: dict, seed: int, commit
     if got != want:
         raise CampaignError(f"{path}: (protocol, setting.heads, setting.p, seed) = {got}, heads.variants[{name}] "
                             f"seed {seed} is {want}")
+    check_made_by(path, rec, commit, code_version)
+    check_params(path, rec, variant_train_params(heads, name), f"heads.variants[{name}]")
+
+
+def check_made_by(path: Path, rec: dict, commit: str, code_version: str) -> None:
+    """Refuse, naming the file and key, a record not made by ``commit`` from its committed files."""
     env = rec.get("environment") or {}
     if env.get("git_commit") != commit:
         raise CampaignError(f"{path}: environment.git_commit = {env.get('git_commit')!r}, not {commit} (the commit "
-                            "the checkout is at): the variants must be made by one commit, the checkout's")
+                            "the checkout is at): a subset must be made by one commit, the checkout's")
     if env.get("git_dirty") is not None and env.get("git_dirty") is not False:
         raise CampaignError(f"{path}: environment.git_dirty = {env.get('git_dirty')!r}: made from a working tree with "
                             f"uncommitted changes to tracked files, not by {commit[:12]} as committed")
@@ -114,13 +120,15 @@ def _check_record(path: Path, rec: dict, v: dict, heads: dict, seed: int, commit
         raise CampaignError(f"{path}: environment.code_version = {env.get('code_version')!r}, not {code_version!r} "
                             f"(the training sources of {commit[:12]} as committed): made from a working tree with "
                             "uncommitted changes, or by other code")
-    want_params = variant_train_params(heads, name)
+
+
+def check_params(path: Path, rec: dict, want: dict, what: str) -> None:
+    """Refuse a record whose params differ from ``want`` (``what`` of the checkout's config) but in FREE_PARAMS."""
     params = rec.get("params") or {}
-    differs = {k: (params[k], want_params[k]) for k in sorted(set(params) & set(want_params))
-               if k not in FREE_PARAMS and params[k] != want_params[k]}
+    differs = {k: (params[k], want[k]) for k in sorted(set(params) & set(want))
+               if k not in FREE_PARAMS and params[k] != want[k]}
     if differs:
-        raise CampaignError(f"{path}: params differ from heads.variants[{name}] of the checkout's config "
-                            f"(record, config): {differs}")
+        raise CampaignError(f"{path}: params differ from {what} of the checkout's config (record, config): {differs}")
 
 
 def _check_table(path: Path, table: pd.DataFrame, records: dict[tuple[str, int], dict]) -> None:
@@ -144,15 +152,7 @@ def import_variants(set_dir: str | Path, checkout: str | Path, config: str = DEF
     from algo_emu.experiments.heads_settings import variants
 
     set_dir, checkout = Path(set_dir), Path(checkout).resolve()
-    load_state(set_dir)  # a campaign's set
-    if not (checkout / ".git").exists():
-        raise CampaignError(f"{checkout}: not a git checkout")
-    commit = _git("rev-parse", "HEAD", cwd=checkout)
-    dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=checkout)
-    if dirty:
-        files = [line.split(maxsplit=1)[-1] for line in dirty.splitlines() if line.strip()]
-        raise CampaignError(f"{checkout}: tracked files differ from its commit {commit[:12]}: {files[:10]}: the "
-                            "variants' tables and figure must be made by a commit as committed")
+    commit = clean_commit(set_dir, checkout)
     cfg = pinned_config(checkout, config)
     heads = cfg["heads"]
     configured = variants(heads)
@@ -192,31 +192,55 @@ def import_variants(set_dir: str | Path, checkout: str | Path, config: str = DEF
             "device": records[(v["name"], v["seeds"][0])]["environment"].get("device"),
         } for v in configured},
     }
-    dest = set_dir / SUBDIR
-    tmp = set_dir / f".{SUBDIR}.tmp-{os.getpid()}"
-    old = set_dir / f".{SUBDIR}.old-{os.getpid()}"
-    for leftover in set_dir.glob(f".{SUBDIR}.*-*"):  # from a killed import
+    install(set_dir, SUBDIR, results, [*files, *OUTPUTS], imported, KIND)
+    return imported
+
+
+def clean_commit(set_dir: Path, checkout: Path) -> str:
+    """The commit of ``checkout``, refused unless ``set_dir`` is a campaign's set and the checkout's tracked files are
+    its commit's: a subset's tables and figures are made by a commit as committed."""
+    load_state(set_dir)  # a campaign's set
+    if not (checkout / ".git").exists():
+        raise CampaignError(f"{checkout}: not a git checkout")
+    commit = _git("rev-parse", "HEAD", cwd=checkout)
+    dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=checkout)
+    if dirty:
+        files = [line.split(maxsplit=1)[-1] for line in dirty.splitlines() if line.strip()]
+        raise CampaignError(f"{checkout}: tracked files differ from its commit {commit[:12]}: {files[:10]}: a "
+                            "subset's tables and figures must be made by a commit as committed")
+    return commit
+
+
+def install(set_dir: Path, subdir: str, results: Path, rels: list[str], imported: dict, kind: str) -> None:
+    """Copy ``rels`` (paths below ``results``) into ``<set_dir>/<subdir>/`` with its manifest: into a temporary
+    folder beside it, renamed onto it at the end, so a refusal or a crash leaves the set as it was."""
+    dest = set_dir / subdir
+    tmp = set_dir / f".{subdir}.tmp-{os.getpid()}"
+    old = set_dir / f".{subdir}.old-{os.getpid()}"
+    for leftover in set_dir.glob(f".{subdir}.*-*"):  # from a killed import
         shutil.rmtree(leftover, ignore_errors=True)
     try:
-        for rel in [*files, *OUTPUTS]:
+        for rel in rels:
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(results / rel, tmp / rel)
-        write_manifest(tmp, imported)
+        write_manifest(tmp, imported, kind)
         if dest.exists():
             os.replace(dest, old)
         os.replace(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
-    return imported
 
 
-def write_manifest(vdir: Path, imported: dict) -> dict:
+KIND = "campaign variants (ours, not paper-comparable)"
+
+
+def write_manifest(vdir: Path, imported: dict, kind: str = KIND) -> dict:
     """``<vdir>/manifest.json``: every file of the subset (sha256, bytes) and what made it."""
     from algo_emu.report.manifest import file_hashes
 
     files = file_hashes(vdir)
-    manifest = {"kind": "campaign variants (ours, not paper-comparable)", "paper_comparable": False,
+    manifest = {"kind": kind, "paper_comparable": False,
                 "files_root": ".", "written": utc_now(), "imported": imported, "files": files, "n_files": len(files)}
     write_json(vdir / MANIFEST, manifest)
     return manifest
