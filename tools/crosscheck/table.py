@@ -400,7 +400,7 @@ def readout_share_lines(rows: list[dict]) -> list[str]:
                                                           r["ours_mean"], r["ours_sd"], r["ours_n"], r["paper_mean"]))
               for r in rows]
     n = rows[0]["readout_n"]
-    lines = ["", "### How much of the gap the read-out closes", "",
+    lines = ["", "### The published read-out: how much of the gap it closes", "",
              f"Written after [readout] was read on these {n} read-out models: [readout] has no outcome for a test that "
              f"cannot see a move, so its \"does not explain it\" may be that. The rule: {READOUT_SHARE_RULE}.", "",
              f"| algorithm | share of the gap closed | {SHARE_LEVEL * 100:g} % interval | says | read-out models for an "
