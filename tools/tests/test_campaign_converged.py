@@ -30,20 +30,24 @@ def _snakemake(co, *targets):
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """The clone after `heads_convergence` (``check``) and after `heads_converged` too (``both``), and a set."""
+    """The clone after `heads_converged` (``both``), a copy of it as `heads_convergence` alone leaves it (``check``:
+    the converged records, tables and figure removed), and a set."""
     root = tmp_path_factory.mktemp("converged")
-    co = root / "check"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{REPO_ROOT}", str(co)], check=True)
+    both = root / "both"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{REPO_ROOT}", str(both)], check=True)
     cfg = yaml.safe_load((REPO_ROOT / "tests" / "tiny.yaml").read_text())
     cfg["heads"] |= {"heads_sweep": [1, 2], "attention": "fused", "compile": False,  # no builds in a throw-away clone
                      "convergence": {"candidates": [{"name": "e1_cos", "epochs": 1, "lr_schedule": "cosine"}],
                                      "seeds": [0], "tolerance": 100.0},
                      "converged": {"protocol": "e1_cos", "protocols": ["published"]}}
-    (co / CONFIG).write_text(yaml.safe_dump(cfg))
-    _snakemake(co, "heads_convergence")
-    both = root / "both"
-    shutil.copytree(co, both, symlinks=True)
+    (both / CONFIG).write_text(yaml.safe_dump(cfg))
     _snakemake(both, "heads_converged")
+    co = root / "check"
+    shutil.copytree(both, co, symlinks=True)
+    results = co / cfg["workdir"] / "results"
+    shutil.rmtree(results / "heads" / "converged")
+    for rel in cc.CONVERGED:
+        (results / rel).unlink()
     set_dir = root / "set"
     set_dir.mkdir()
     cp.save_state(set_dir, {"commit": "c" * 40, "config": CONFIG, "settings": {}, "moves": []})
@@ -52,8 +56,9 @@ def made(tmp_path_factory):
 
 @pytest.fixture
 def run(made, tmp_path):
+    """A copy of each for a test to change, its files hard links (a test replaces a file, never writes into one)."""
     for k in ("check", "both", "set"):
-        shutil.copytree(made[k], tmp_path / k, symlinks=True)
+        shutil.copytree(made[k], tmp_path / k, symlinks=True, copy_function=os.link)
     return {k: tmp_path / k for k in ("check", "both", "set")}
 
 
@@ -102,6 +107,7 @@ def _edit(path, **keys):
             rec["params"]["lr"] = v
         else:
             rec[k] = v
+    path.unlink()  # a new file: the original is a hard link to the module's run
     path.write_text(json.dumps(rec))
 
 
