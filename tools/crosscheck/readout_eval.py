@@ -40,11 +40,15 @@ def main(argv=None) -> None:
     with frozen(model, record):
         res = e3.evaluate_model(params, model, "reference_code", seeds)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.checkout, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=args.checkout,
-                                capture_output=True, text=True).stdout.strip())
+    # uncommitted changes to tracked files, but for the committed result sets under results/ (data the training
+    # neither reads nor writes); the training sources themselves are also named by the sidecar's code_version
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=args.checkout,
+                            capture_output=True, text=True).stdout.splitlines()
+    dirty = any(not line[3:].startswith("results/") for line in status if line.strip())
     out = {"experiment": "E3", "variant": "published read-out (config/e3_readout.yaml)", "heads": 6, "seeds": seeds,
            "readout_hidden": info["meta"].get("readout_hidden"), "epochs": params["epochs"],
            "commit": commit, "commit_dirty": dirty, "config": args.config,
+           "code_version": sidecar.get("environment", {}).get("code_version"),
            "test_mse_vs_noisy_y": {str(s): {a: res["errors"][s][a]["prediction"] for a in res["errors"][s]} for s in seeds},
            "train_loss_per_epoch": sidecar["history"], "bit_identical": record.get("bit_identical"),
            "train_seconds": sum(sidecar.get("timing", {}).get("epoch_seconds", []) or [0.0])}

@@ -266,6 +266,10 @@ def readout_record(records: Path) -> dict | None:
     if len(commits) > 1:
         raise ValueError(f"{records}: the read-out records were made by several commits ({sorted(commits)}); "
                          "pool only records of one")
+    versions = {r["code_version"] for r in recs if r.get("code_version")}
+    if len(versions) > 1:
+        raise ValueError(f"{records}: the read-out records name several training-source digests ({sorted(versions)}); "
+                         "pool only records of one")
     seeds = [s for r in recs for s in r["seeds"]]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"{records}: two read-out records hold the same seed ({sorted(seeds)})")

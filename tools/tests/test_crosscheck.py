@@ -366,6 +366,12 @@ def test_readout_records_pool_across_seeds_of_one_commit_and_refuse_a_patchwork(
     (records / "e3_readout_H6_seeds3.json").write_text(json.dumps(dict(more, commit="1" * 40)))
     with pytest.raises(ValueError, match="several commits"):
         table.readout_record(records)
+    (records / "e3_readout_H6_seeds3.json").write_text(json.dumps(dict(more, code_version="algo_emu src 1")))
+    assert table.readout_record(records)["seeds"] == [0, 1, 2, 3]  # a record without a digest names none
+    (records / "e3_readout_H6.json").write_text(json.dumps(dict(json.loads((records / "e3_readout_H6.json")
+                                                                           .read_text()), code_version="algo_emu src 0")))
+    with pytest.raises(ValueError, match="several training-source digests"):
+        table.readout_record(records)
 
 
 @pytest.mark.parametrize("published, ours, reading", [
