@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from algo_emu.io import read_json, utc_now, write_text
+from algo_emu.io import read_json, utc_now
 from algo_emu.runtime import REPO_ROOT, config_hash
 from tools.campaign.core import DEFAULT_CONFIG, CampaignError, _git, pinned_config
 from tools.campaign.variants import (MANIFEST, README, check_made_by, check_params, clean_commit,
-                                     committed_code_version, install, write_manifest)
+                                     committed_code_version, imported_of, install, write_page)
 
 SUBDIR = "converged"
 KIND = "E1 at convergence (ours, not paper-comparable)"
@@ -134,16 +134,10 @@ def _duration(seconds: float) -> str:
 def build(set_dir: Path, page_commit: str) -> None:
     """Write ``<set>/converged/README.md`` (and its manifest anew when the page changed): provenance, then the tables
     as the workflow wrote them; nothing when the set has no such subset."""
-    from algo_emu.report.manifest import verify
-
     cdir = Path(set_dir) / SUBDIR
     if not (cdir / MANIFEST).is_file():
         return
-    problems = [p for p in verify(cdir) if not p.startswith(f"{cdir / README}:")]
-    if problems:
-        raise CampaignError(f"{cdir}: the imported files changed since their import (import them again with "
-                            "`campaign converged`):\n" + "\n".join(problems))
-    imported = read_json(cdir / MANIFEST)["imported"]
+    imported = imported_of(cdir, "campaign converged")
     page = ["# E1 at convergence (ours, not paper-comparable)", "",
             "Does the heads table's O(1/H) survive training to convergence? First a training protocol that converges "
             "at every H is selected by a criterion stated before the numbers, then the heads table is trained with "
@@ -163,7 +157,4 @@ def build(set_dir: Path, page_commit: str) -> None:
     else:
         page += ["## The heads table at convergence", "", "Not trained yet (`snakemake heads_converged` in the same "
                  "checkout, then import again).", ""]
-    readme, text = cdir / README, "\n".join(page)
-    if not readme.is_file() or readme.read_text() != text:
-        write_text(readme, text)
-        write_manifest(cdir, imported, KIND)
+    write_page(cdir, page, imported, KIND)

@@ -953,6 +953,8 @@ def _converged(set_dir: str, checkout: str, config: str) -> None:
 
 
 DIR = arg("--dir", "set_dir", default=DEFAULT_DIR, help="the committed set (holds campaign.json)")
+FROM = (arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
+        arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout"))
 STEPS = [
     Step("run", "run the settings still to do, in priority order, at the pinned commit", _run,
          [DIR, arg("--only", nargs="+", help="just these settings (names as `campaign status` prints them)"),
@@ -968,12 +970,10 @@ STEPS = [
     Step("page", "rebuild the set's tables, figures, README and manifest", _page, [DIR]),
     Step("variants", "import a finished `snakemake heads_variants` run of a clean checkout into <dir>/variants/ "
          "(checked: every variant and seed, one commit, no uncommitted changes), then rebuild the page", _variants,
-         [DIR, arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
-          arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout")]),
+         [DIR, *FROM]),
     Step("converged", "import E1's convergence check (and the heads table at convergence, once made) of a clean "
          "checkout into <dir>/converged/ (checked as variants, and each table recomputed from its records), then "
          "rebuild the page", _converged,
-         [DIR, arg("--from", "checkout", required=True, help="root of the checkout whose results/ hold the run"),
-          arg("--config", default=DEFAULT_CONFIG, help="the config the run used, a path inside the checkout")]),
+         [DIR, *FROM]),
 ]
 add_parser = commands.steps_parser(STEPS)

@@ -468,14 +468,29 @@ def _q2_table(row: dict) -> list[str]:
     return out
 
 
-def _load(vdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def imported_of(vdir: Path, command: str) -> dict:
+    """A subset's ``imported`` (its manifest's), refused, naming each file, when an imported file (any but the page)
+    changed since its import; ``command`` imports it again."""
     from algo_emu.report.manifest import verify
 
     problems = [p for p in verify(vdir) if not p.startswith(f"{vdir / README}:")]
     if problems:
         raise CampaignError(f"{vdir}: the imported files changed since their import (import them again with "
-                            "`campaign variants`):\n" + "\n".join(problems))
-    return pd.read_csv(vdir / TABLE), pd.read_csv(vdir / CURVES), read_json(vdir / MANIFEST)["imported"]
+                            f"`{command}`):\n" + "\n".join(problems))
+    return read_json(vdir / MANIFEST)["imported"]
+
+
+def write_page(vdir: Path, lines: list[str], imported: dict, kind: str = KIND) -> None:
+    """A subset's ``README.md`` from ``lines``, and its manifest anew, only when the page changed."""
+    readme, text = vdir / README, "\n".join(lines)
+    if not readme.is_file() or readme.read_text() != text:
+        write_text(readme, text)
+        write_manifest(vdir, imported, kind)
+
+
+def _load(vdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    imported = imported_of(vdir, "campaign variants")
+    return pd.read_csv(vdir / TABLE), pd.read_csv(vdir / CURVES), imported
 
 
 def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: str) -> None:
@@ -537,8 +552,4 @@ def build(set_dir: Path, protocol_records: dict[str, list[Path]], page_commit: s
              f"composed head); `{CURVES}`: the learning curves; `{FIGURE}` (and `.pdf`)",
              f"- `{MANIFEST}`: sha256 of every file and what made it; this page is rebuilt by "
              "`python -m tools.campaign page`", ""]
-    readme = vdir / README
-    text = "\n".join(page)
-    if not readme.is_file() or readme.read_text() != text:
-        write_text(readme, text)
-        write_manifest(vdir, imported)
+    write_page(vdir, page, imported)
