@@ -29,6 +29,7 @@ from tools.campaign.variants import (MANIFEST, README, check_made_by, check_para
                                      committed_code_version, imported_of, install, write_page)
 
 SUBDIR = "converged"
+CONFIG_COPY = "config.yaml"  # the config the import read, copied into the subset
 KIND = "E1 at convergence (ours, not paper-comparable)"
 CHECK = ("tables/heads_convergence.csv", "tables/heads_convergence.md")
 CONVERGED = ("tables/heads_converged.csv", "tables/heads_converged.md", "tables/heads_converged_runs.csv",
@@ -115,7 +116,8 @@ def import_converged(set_dir: str | Path, checkout: str | Path, config: str = DE
                 "train_seconds": round(sum(sum(r.get("timing", {}).get("epoch_seconds", [])) for r in jobs.values()), 1),
                 "hardware": next(iter(recs.values()))["environment"].get("hardware"),
                 "device": next(iter(recs.values()))["environment"].get("device")}
-    install(set_dir, SUBDIR, results, rels, imported, KIND)
+    # the config itself beside what it made (it may be a file of the checkout's that its commit does not hold)
+    install(set_dir, SUBDIR, results, rels, imported, KIND, {CONFIG_COPY: checkout / config})
     return imported
 
 
@@ -144,7 +146,8 @@ def build(set_dir: Path, page_commit: str) -> None:
             "it. Ours, beside the replication of arXiv 2508.17550v2, E1; never beside the paper's numbers as if "
             "comparable (the paper trains 50 epochs).", "",
             f"- made by commit `{imported['from_commit'][:12]}` ({imported['code_version']}) through its own workflow "
-            f"(config `{imported['config']}`, resolved config hash {imported['config_hash']}); checked at import: "
+            f"(config `{imported['config']}`, copied here as [`{CONFIG_COPY}`]({CONFIG_COPY}), resolved config hash "
+            f"{imported['config_hash']}); checked at import: "
             "every record names that commit and the training-source digest its committed files give, its params are "
             "the config's, and the tables are these records'",
             f"- imported {imported['when']} by commit `{(imported.get('by_commit') or '?')[:12]}`; this page built by "

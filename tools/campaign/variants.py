@@ -211,9 +211,11 @@ def clean_commit(set_dir: Path, checkout: Path) -> str:
     return commit
 
 
-def install(set_dir: Path, subdir: str, results: Path, rels: list[str], imported: dict, kind: str) -> None:
-    """Copy ``rels`` (paths below ``results``) into ``<set_dir>/<subdir>/`` with its manifest: into a temporary
-    folder beside it, renamed onto it at the end, so a refusal or a crash leaves the set as it was."""
+def install(set_dir: Path, subdir: str, results: Path, rels: list[str], imported: dict, kind: str,
+            extra: dict[str, Path] | None = None) -> None:
+    """Copy ``rels`` (paths below ``results``), and each ``extra`` source to its name, into ``<set_dir>/<subdir>/``
+    with its manifest: into a temporary folder beside it, renamed onto it at the end, so a refusal or a crash leaves
+    the set as it was."""
     dest = set_dir / subdir
     tmp = set_dir / f".{subdir}.tmp-{os.getpid()}"
     old = set_dir / f".{subdir}.old-{os.getpid()}"
@@ -223,6 +225,8 @@ def install(set_dir: Path, subdir: str, results: Path, rels: list[str], imported
         for rel in rels:
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(results / rel, tmp / rel)
+        for name, source in (extra or {}).items():
+            shutil.copy2(source, tmp / name)
         write_manifest(tmp, imported, kind)
         if dest.exists():
             os.replace(dest, old)

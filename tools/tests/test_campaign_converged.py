@@ -75,19 +75,22 @@ def test_the_check_then_the_table_import_and_verify(run, monkeypatch):
     imported = cc.import_converged(run["set"], run["check"], CONFIG)
     cdir = run["set"] / cc.SUBDIR
     check = [f"heads/convergence/e1_cos/{b}/H{H}_p8/seed0/metrics.json" for b in ("x1", "x2") for H in (1, 2)]
-    assert _files(cdir) == sorted(["manifest.json", *check, *cc.CHECK])
+    assert _files(cdir) == sorted(["manifest.json", cc.CONFIG_COPY, *check, *cc.CHECK])
+    # the config it read travels with it (untracked in the clone: its commit does not hold it)
+    assert (cdir / cc.CONFIG_COPY).read_bytes() == (run["check"] / CONFIG).read_bytes()
     assert (imported["from_commit"], imported["converged"]) == (commit, False) and mf.verify(cdir) == []
     cc.build(run["set"], "p" * 12)
     page = (cdir / "README.md").read_text()
     assert page.index("Convergence criterion") < page.index("| candidate") < page.index("Selected protocol: e1_cos")
     assert "Not trained yet" in page and f"`{commit[:12]}`" in page and mf.verify(cdir) == []
+    assert f"copied here as [`{cc.CONFIG_COPY}`]({cc.CONFIG_COPY})" in page
     assert "[its own page](converged/README.md)" in cc.line(run["set"])
 
     # the same clone after heads_converged: the table, its records, fit and figure join; the command line does it
     monkeypatch.setattr(cp, "build_page", lambda set_dir: None)  # the set's page needs a campaign's worktree
     assert campaign(["converged", "--dir", str(run["set"]), "--from", str(run["both"]), "--config", CONFIG]) == 0
     runs = [f"heads/converged/e1_cos/published/runs/H{H}_p8/seed{s}/metrics.json" for H in (1, 2) for s in (0, 1)]
-    assert _files(cdir) == sorted(["manifest.json", *check, *cc.CHECK, *runs, *cc.CONVERGED])
+    assert _files(cdir) == sorted(["manifest.json", cc.CONFIG_COPY, *check, *cc.CHECK, *runs, *cc.CONVERGED])
     cc.build(run["set"], "p" * 12)
     page = (cdir / "README.md").read_text()
     assert "Not trained yet" not in page and page.index("Selected protocol") < page.index("[falls-with-H]")
