@@ -579,7 +579,7 @@ def test_killed_training_resumes_to_the_same_frozen_weights(tiny_run, tmp_path, 
 
 
 def test_rules_pass_fit_and_train_steps_exactly_their_keys():
-    from algo_emu.experiments.step_keys import reads
+    from algo_emu.specs import reads
 
     smk = (ROOT / "workflow/rules/ames.smk").read_text()
     assert reads("ames", "fit").for_variant("reference_code") == af.REFERENCE_FIT_KEYS

@@ -424,7 +424,7 @@ def test_categories_from_all_fixes_the_columns_across_seeds():
 
 
 def test_rules_pass_each_step_exactly_its_keys():
-    from algo_emu.experiments.step_keys import reads
+    from algo_emu.specs import reads
 
     smk = (ROOT / "workflow/rules/ames.smk").read_text()
     assert 'step_cfg("ames", "download")' in smk and 'step_cfg("ames", "prepare")' in smk

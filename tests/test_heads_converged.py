@@ -67,7 +67,7 @@ def test_defaults_and_config_errors_name_the_key(tmp_path):
 def test_a_candidate_trains_with_its_own_budget_only(params):
     x1, x2 = candidate_train_params(params, "good", "x1"), candidate_train_params(params, "good", "x2")
     assert (x1["epochs"], x2["epochs"], x1["lr_schedule"], x2["lr_schedule"], x1["lr"]) == (20, 40, "cosine", "cosine", 1e-3)
-    assert "lr_schedule" not in candidate_train_params(params, "slow")  # constant: not passed (step_keys.OMITTED_AT)
+    assert "lr_schedule" not in candidate_train_params(params, "slow")  # constant: not passed (specs.OMITTED_AT)
     edited = dict(params) | {"epochs": 7, "lr": 5e-3, "lr_schedule": "cosine"}
     assert candidate_train_params(edited, "slow", "x2") == candidate_train_params(params, "slow", "x2")
     assert "target" in candidate_train_params(params, "good", "x1", "independent")

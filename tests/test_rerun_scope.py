@@ -1,4 +1,4 @@
-"""A config edit reruns only what it changes (algo_emu.experiments.step_keys).
+"""A config edit reruns only what it changes (algo_emu.specs).
 
 A finished tiny run is faked cheaply: Snakemake's own dry run lists every job's outputs, the test creates
 them, and a forced ``touch`` run records each job's metadata (its params), as a real run would. Then each
@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from algo_emu.config import ConfigError, SCHEMA_DIR, load_schema, validate_sections
-from algo_emu.experiments.step_keys import reads
+from algo_emu.specs import reads
 from algo_emu.runtime import REPO_ROOT
 
 snakemake_api = pytest.importorskip("snakemake.api")

@@ -114,7 +114,7 @@ def _experiment_steps():
 
 
 def test_every_experiment_declares_its_steps_and_each_step_is_a_documented_function():
-    from algo_emu.experiments.step_keys import READS
+    from algo_emu.specs import READS
 
     for name, module, steps in _experiment_steps():
         assert isinstance(steps, dict) and steps, f"{name}: no STEPS declared"
@@ -169,7 +169,7 @@ def _fake_experiment(monkeypatch, calls):
 
 
 def test_a_step_is_called_with_its_job_and_threads_and_bad_jobs_are_refused_naming_the_argument(monkeypatch):
-    from algo_emu.experiments.step_keys import reads
+    from algo_emu.specs import reads
 
     calls = []
     _fake_experiment(monkeypatch, calls)

@@ -3,7 +3,7 @@
 ``python -m algo_emu <experiment> <step> JOB [--threads N]`` runs one step of an experiment (the Snakemake rules call
 these and nothing else). ``JOB`` is one JSON object: the keyword arguments of the step's function, as its rule builds
 them (``step_job(...)`` in ``workflow/rules/common.smk``), in one form. Its ``params``, where the step declares which keys of its
-experiment's config section it reads (:mod:`algo_emu.experiments.step_keys`, named in the module's ``PARAMS_OF``), is
+experiment's config section it reads (:mod:`algo_emu.specs`, named in the module's ``PARAMS_OF``), is
 checked against that declaration. ``--threads`` (torch intra-op threads: the rule's ``{threads}``) stays out of
 ``JOB``, so a run with another ``--cores`` reruns nothing. Each experiment module declares its steps as data:
 ``STEPS = {step: function}``. ``python -m algo_emu <experiment>`` lists them with their arguments.
@@ -89,7 +89,7 @@ def bind_job(experiment: str, step: str, job: Mapping[str, Any], threads: int | 
             + f" (it takes {', '.join(sig.parameters)})")
     reads_as = getattr(_module(experiment), "PARAMS_OF", {}).get(step)
     if reads_as is not None:
-        from algo_emu.experiments.step_keys import parse_params
+        from algo_emu.specs import parse_params
 
         try:
             kwargs["params"] = parse_params(kwargs["params"], experiment, reads_as)

@@ -427,7 +427,7 @@ def schedule_params(cfg: TrainConfig) -> dict:
     """``{"lr_schedule": ...}`` when ``cfg`` schedules its learning rate, else ``{}``: what a run's fingerprint and
     record parameters gain from the schedule. Empty for ``constant`` (the default), so the fingerprints, hashes and
     records of constant-rate runs are the ones they were before the key existed."""
-    from algo_emu.experiments.step_keys import OMITTED_AT  # (reads the specs: not at import)
+    from algo_emu.specs import OMITTED_AT  # (reads the specs: not at import)
 
     return {} if cfg.lr_schedule == OMITTED_AT["lr_schedule"] else {"lr_schedule": cfg.lr_schedule}
 

@@ -62,7 +62,7 @@ rule ames_prepare:
 # (train, evaluate), ames_tables.py (aggregate) and src/algo_emu/plots/ames.py (figure).
 AMES = config["ames"]
 AMES_MODES = list(AMES.get("modes", ["corrected", "reference_code"]))
-# Each step gets only the keys it reads (algo_emu.experiments.step_keys): reference_code's fits do not read
+# Each step gets only the keys it reads (algo_emu.specs): reference_code's fits do not read
 # the pool keys, so changing one reruns neither reference_code's fits nor its training.
 AMES_TABLES = [
     "results/tables/ames.csv",

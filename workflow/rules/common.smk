@@ -9,7 +9,7 @@ from algo_emu.config import check_device, validate_sections  # noqa: E402  (torc
 from algo_emu.guard import JOB_ENV, SHELL_PREFIX, recover_workdir  # (standard library only)
 from snakemake.logging import logger
 from algo_emu.report.targets import TARGETS, all_outputs  # (torch-free)
-from algo_emu.experiments.step_keys import step_params  # (torch-free)
+from algo_emu.specs import step_params  # (torch-free)
 from algo_emu.grouping import grouping_on  # (torch-free)
 from algo_emu.specs import SPECS  # (standard library only)
 
@@ -70,7 +70,7 @@ ALL_OUTPUTS = all_outputs()
 
 def step_cfg(section, step, variant=None):
     """The keys of config[section] that `step` reads in `variant` (a wildcard value), as declared in
-    algo_emu.experiments.step_keys: the `params` of its job. A rule's params are its rerun trigger, so an edit to
+    algo_emu.specs: the `params` of its job. A rule's params are its rerun trigger, so an edit to
     any other key reruns none of its jobs."""
     return step_params(config[section], section, step, variant)
 

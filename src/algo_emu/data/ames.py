@@ -44,7 +44,7 @@ import pandas as pd
 
 from algo_emu.data import sources, tabular
 from algo_emu.data.tabular import Column, DataError
-from algo_emu.experiments.step_keys import reads as _reads
+from algo_emu.specs import reads as _reads
 from algo_emu.io import read_json, sha256_file
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ validate_frame = SCHEMA.validate
 SOURCES = ("auto", "openml", "packaged")
 SOURCES_TEXT = "'auto', 'openml', 'packaged' or a path ending in '.csv'"
 
-#: The keys each step reads, declared once in algo_emu.experiments.step_keys (the rules pass exactly these). A step's
+#: The keys each step reads, declared once in algo_emu.specs (the rules pass exactly these). A step's
 #: ``params`` is the ``ames`` section as the config gives it (validated, defaults filled:
 #: :func:`algo_emu.config.validate_section` for a caller outside the workflow); the steps fill in nothing.
 DOWNLOAD_KEYS: tuple[str, ...] = _reads("ames", "download").keys

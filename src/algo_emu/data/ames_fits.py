@@ -61,7 +61,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from algo_emu.experiments.step_keys import reads as _reads
+from algo_emu.specs import reads as _reads
 from algo_emu.io import atomic_path, read_json, write_json
 from algo_emu.rng import derive, numpy_stream
 
@@ -72,7 +72,7 @@ SKLEARN_NAMES = {"linear": "LinearRegression", "ridge": "Ridge", "lasso": "Lasso
 MODES: tuple[str, ...] = ("corrected", "reference_code")
 
 #: The keys reference_code fits read (the published code's fits; the pool keys do not touch them), declared
-#: once in algo_emu.experiments.step_keys (the rules pass exactly these).
+#: once in algo_emu.specs (the rules pass exactly these).
 REFERENCE_FIT_KEYS: tuple[str, ...] = _reads("ames", "fit").keys
 #: Weight-pool keys (corrected mode only; see the module docstring and ames.schema.yaml).
 POOL_KEYS: tuple[str, ...] = _reads("ames", "fit").extra["corrected"]

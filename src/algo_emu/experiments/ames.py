@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from algo_emu import ablation as abl
-from algo_emu.experiments.step_keys import reads as _reads
+from algo_emu.specs import reads as _reads
 from algo_emu.data import ames as data
 from algo_emu.data import ames_fits as fits
 from algo_emu.data.ames_prompts import (eval_sets, load_seeds, prompt_layout, prompt_sets, prompt_tokens,
@@ -51,7 +51,7 @@ from algo_emu.train import Member, Runner, train_config
 
 log = logging.getLogger("algo_emu.ames")
 
-#: The keys the train step reads, declared once in algo_emu.experiments.step_keys (the rule passes exactly these).
+#: The keys the train step reads, declared once in algo_emu.specs (the rule passes exactly these).
 TRAIN_KEYS: tuple[str, ...] = _reads("ames", "train").keys
 #: Keys that change the trained numbers (the checkpoint fingerprint and the run hash).
 RESULT_KEYS: tuple[str, ...] = ("heads", "p", "hidden", "epochs", "batch_size", "lr", "attention")

@@ -2,7 +2,7 @@
 
 Steps (the rules in workflow/rules/essay.smk call these, ``python -m algo_emu essay <step> JOB [--threads N]``;
 ``JOB`` is one JSON object of the step function's keyword arguments, ``params`` the keys of the ``essay`` section the
-step reads, algo_emu.experiments.step_keys):
+step reads, algo_emu.specs):
 
   python -m algo_emu essay equivalences '{"params": {...}, "seeds": [0, 1],
       "out_csv": "results/tables/essay_equivalences.csv"}' --threads 1
@@ -56,7 +56,7 @@ ESSAY_CURVES = ("E6: in-context MSE against k for the trained models and the bas
 
 
 def _check(params: dict) -> dict:
-    """``params`` was checked against the step's declared keys (algo_emu.experiments.step_keys) when the job was
+    """``params`` was checked against the step's declared keys (algo_emu.specs) when the job was
     bound (algo_emu.cli.bind_job)."""
     return params
 
@@ -153,6 +153,6 @@ def figure(params: dict, kind: str, out: str, curves: str | None = None, equival
 
 #: The steps (``python -m algo_emu essay <step> JOB``, :mod:`algo_emu.cli`).
 STEPS = {"equivalences": equivalences, "train": train, "evaluate": evaluate, "claims": claims, "figure": figure}
-#: Every step's ``params`` is checked against its declaration (:mod:`algo_emu.experiments.step_keys`).
+#: Every step's ``params`` is checked against its declaration (:mod:`algo_emu.specs`).
 PARAMS_OF = {"equivalences": "equivalences", "train": "train", "evaluate": "evaluate", "claims": "claims",
              "figure": "figure"}

@@ -259,7 +259,7 @@ STEPS = {
     "converged-figure": converged_figure,
     "figure": figure,
 }
-#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.experiments.step_keys`).
+#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.specs`).
 PARAMS_OF = {"data": "data", "train": "train", "train-group": "train", "aggregate": "aggregate", "fit": "fit",
              "variants-table": "variants", "convergence-table": "convergence", "converged-check": "converged",
              "converged-table": "converged"}

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from algo_emu.experiments.heads_settings import BUDGETS, candidate, candidates, run_label
-from algo_emu.experiments.step_keys import OMITTED_AT
+from algo_emu.specs import OMITTED_AT
 from algo_emu.fit import fit_rates, too_few
 from algo_emu.io import read_json, write_csv, write_json, write_text
 from algo_emu.report.replication import (FLOOR_FIT_R2, MIN_FIT_POINTS, NAN, RATE_READINGS, Row, Rule, cite, fit_entry,

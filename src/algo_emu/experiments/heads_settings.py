@@ -80,7 +80,7 @@ def variant_train_params(params: dict, name: str) -> dict:
 def overridden_train_params(params: dict, overrides: dict, protocol: str) -> dict:
     """The heads train step's ``params`` in ``protocol`` with the :data:`VARIANT_OVERRIDES` keys that
     ``overrides`` holds in place of the section's (the one way a run of ours changes the training budget)."""
-    from algo_emu.experiments.step_keys import step_params
+    from algo_emu.specs import step_params
 
     merged = dict(params) | {k: overrides[k] for k in VARIANT_OVERRIDES if k in overrides}
     return step_params(merged, "heads", "train", protocol)

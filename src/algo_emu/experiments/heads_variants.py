@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from algo_emu import paper_values
-from algo_emu.experiments.step_keys import OMITTED_AT
+from algo_emu.specs import OMITTED_AT
 from algo_emu.experiments.heads_settings import VARIANT_OVERRIDES, setting_name, variant_protocol, variants
 from algo_emu.io import read_json, write_csv
 from algo_emu.tables import write_table

@@ -375,5 +375,5 @@ def write_mode_data(params: dict, mode: str, seed: int, path: str | Path) -> dic
 #: weight-blind baseline are one train step (``blind``, or both with ``blind_path``).
 STEPS = {"data": write_mode_data, "train": train_setting, "evaluate": evaluate_setting, "aggregate": aggregate,
          "figure": figure, "ablation-figure": ablation_figure}
-#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.experiments.step_keys`).
+#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.specs`).
 PARAMS_OF = {"data": "data", "train": "train", "evaluate": "evaluate", "aggregate": "aggregate"}

@@ -294,5 +294,5 @@ def _write(run: Runner, task: Theorem31Task, params: dict, p: int, seeds: list[i
 #: The steps (``python -m algo_emu theorem31 <step> JOB``, :mod:`algo_emu.cli`); the model and its weight-blind
 #: baseline are one train step (``blind``: the same budget by construction).
 STEPS = {"train": train_setting, "aggregate": aggregate, "figure": figure, "ablation-figure": ablation_figure}
-#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.experiments.step_keys`).
+#: The steps whose ``params`` are checked against their declaration (:mod:`algo_emu.specs`).
 PARAMS_OF = {"train": "train", "aggregate": "aggregate"}
