@@ -20,7 +20,7 @@ import pytest
 
 import toy_experiment as toy
 from algo_emu import ablation as ab
-from algo_emu import config, records
+from algo_emu import config, tables
 from algo_emu.report import replication as rep
 from algo_emu.runtime import REPO_ROOT
 from algo_emu.tables import write_table
@@ -70,7 +70,7 @@ def test_contract_a_new_experiment_runs_through_the_shared_layer(made):
     report = "\n".join(rep.rows_markdown(rep.rows_frame([row])))
     assert learned == "yes" and "supported" in report and "MSE / weight-blind baseline's MSE" in report
     # Its learning curves are read through the same declaration (what refset draws): every epoch of both models.
-    curves = records.load_curves(root, toy.RUNS, "toy")
+    curves = tables.load_curves(root, toy.RUNS, "toy")
     assert len(curves) == 2 * len(seeds) * section["epochs"] and {c["model"] for c in curves} == {"model", "weight-blind"}
     assert [c["value"] for c in curves if c["model"] == "model" and c["seed"] == 0] == model[0]["by_member"]["sum"]["train_loss"]
 

@@ -33,8 +33,8 @@ from algo_emu.frozen import parameter_digest
 from algo_emu.report import manifest as mf
 from algo_emu.runtime import REPO_ROOT
 from algo_emu.experiments.theorem31_tables import RUNS as T31_RUNS
-from algo_emu.records import load_runs
 from algo_emu.train import FAIL_ENV, TrainConfig, train_ensemble
+from algo_emu.tables import load_runs
 
 from test_robustness import _model, _Task, _train
 

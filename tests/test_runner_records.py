@@ -11,9 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from algo_emu import cli, records
-from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.tables import summarise, summarise_by
+from algo_emu import cli, tables
+from algo_emu.tables import Get, KEY, RunSpec, summarise, summarise_by
 
 
 def _write(tmp_path, name, record):
@@ -25,7 +24,7 @@ def _write(tmp_path, name, record):
 SPEC = RunSpec(
     experiment="demo", rows="by_f",
     columns={"f": KEY, "p": "setting.p", "seed": "seed", "mse": "@.mse", "var": Get("@.var", math.nan),
-             "final": records.last("@.loss"), "device": "environment.device"},
+             "final": tables.last("@.loss"), "device": "environment.device"},
     setting=("f", "p"), metrics=("mse", "var", "final"),
 )
 
@@ -37,13 +36,13 @@ def _record(seed, p=4, mse=(1.0, 2.0)):
 
 def test_load_runs_rows_columns_defaults_and_tidy(tmp_path):
     paths = [_write(tmp_path, f"s{s}.json", _record(s, mse=(1.0 + s, 2.0 * s))) for s in (0, 1)]
-    runs = records.load_runs(paths, SPEC)
+    runs = tables.load_runs(paths, SPEC)
     assert list(runs.columns) == ["f", "p", "seed", "mse", "var", "final", "device"]
     assert len(runs) == 4
     row = runs[(runs.f == "relu") & (runs.seed == 1)].iloc[0]
     assert row.mse == 2.0 and math.isnan(row["var"]) and math.isnan(row.final)   # defaults and an empty list
     assert runs[(runs.f == "tanh") & (runs.seed == 0)].iloc[0].final == 4.0          # the last loss
-    long = records.tidy(runs, SPEC)
+    long = tables.tidy(runs, SPEC)
     assert list(long.columns) == ["experiment", "f", "p", "seed", "metric", "value"]
     assert len(long) == 4 * 3 and set(long.metric) == {"mse", "var", "final"}
     assert long[(long.f == "tanh") & (long.seed == 1) & (long.metric == "mse")].value.item() == 2.0
@@ -54,20 +53,20 @@ def test_load_runs_errors_name_the_file_and_field(tmp_path):
     del bad["setting"]
     path = _write(tmp_path, "bad.json", bad)
     with pytest.raises(ValueError, match=r"bad\.json: the record has no field 'setting\.p'"):
-        records.load_runs([path], SPEC)
+        tables.load_runs([path], SPEC)
     with pytest.raises(ValueError, match="no metrics files given"):
-        records.load_runs([], SPEC)
+        tables.load_runs([], SPEC)
     no_loss = _record(0)
     del no_loss["by_f"]["relu"]["loss"]
     with pytest.raises(ValueError, match=r"noloss\.json: the record has no field '@\.loss'"):
-        records.load_runs([_write(tmp_path, "noloss.json", no_loss)], SPEC)
+        tables.load_runs([_write(tmp_path, "noloss.json", no_loss)], SPEC)
 
     def refuse(record, source):
         raise ValueError(f"{source}: refused")
 
     spec = RunSpec("demo", "by_f", SPEC.columns, SPEC.setting, SPEC.metrics, check=refuse)
     with pytest.raises(ValueError, match="ok.json: refused"):
-        records.load_runs([_write(tmp_path, "ok.json", _record(0))], spec)
+        tables.load_runs([_write(tmp_path, "ok.json", _record(0))], spec)
     with pytest.raises(ValueError, match=r"setting/metric column\(s\) \['nope'\]"):
         RunSpec("demo", "by_f", SPEC.columns, ("nope",), ())
 
@@ -284,7 +283,7 @@ def test_every_trained_experiment_declares_where_its_records_are_and_their_curve
     for label, spec in specs:
         assert spec.records.endswith("seed*/metrics.json") and callable(spec.curves), label
     with pytest.raises(ValueError, match="RunSpec 'heads' declares no learning curves"):
-        records.load_curves(".", dataclasses.replace(specs[0][1], curves=None), "E1")
+        tables.load_curves(".", dataclasses.replace(specs[0][1], curves=None), "E1")
 
 
 def test_a_records_commit_is_read_from_either_environment_shape():
@@ -293,6 +292,6 @@ def test_a_records_commit_is_read_from_either_environment_shape():
     flat = {"environment": {"git_commit": "abc", "code_version": "v1", "device": "cpu"}}
     nested = {"environment": {"train": {"git_commit": "abc", "code_version": "v1"},
                               "eval": {"git_commit": "def", "code_version": "v1"}}}
-    assert records.record_commits(flat) == {"abc"} and records.record_commits(nested) == {"abc", "def"}
-    assert [e["code_version"] for e in records.environments(nested)] == ["v1", "v1"]
-    assert records.record_commits({}) == {None} and records.record_commits({"environment": {"device": "cpu"}}) == {None}
+    assert tables.record_commits(flat) == {"abc"} and tables.record_commits(nested) == {"abc", "def"}
+    assert [e["code_version"] for e in tables.environments(nested)] == ["v1", "v1"]
+    assert tables.record_commits({}) == {None} and tables.record_commits({"environment": {"device": "cpu"}}) == {None}

@@ -12,12 +12,11 @@ import pandas as pd
 import torch
 
 from algo_emu import ablation as ab
-from algo_emu import records
 from algo_emu.frozen import FrozenFile, save_frozen
 from algo_emu.models.emulator import EnsembleEmulator
 from algo_emu.rng import torch_stream
 from algo_emu.specs import FIGURES, TABLES, ConfigError, Reads, Report, Rule, Spec, Target
-from algo_emu.tables import summarise_by, write_table
+from algo_emu.tables import KEY, last, load_runs, RunSpec, summarise_by, write_table
 from algo_emu.train import Member, Runner, train_config
 
 HERE = Path(__file__).resolve().parent
@@ -103,10 +102,10 @@ def train(params: dict, seeds: list[int], out_dir: str, blind: bool = False, dev
     return runner.write_records(out, recs)
 
 
-RUNS = records.RunSpec(  # the records as table rows
+RUNS = RunSpec(  # the records as table rows
     experiment="toy", rows="by_member",
-    columns={"member": records.KEY, "d": "setting.d", "seed": "seed", "mse": "@.mse",
-             "final_train_loss": records.last("@.train_loss"), "config_hash": "config_hash"},
+    columns={"member": KEY, "d": "setting.d", "seed": "seed", "mse": "@.mse",
+             "final_train_loss": last("@.train_loss"), "config_hash": "config_hash"},
     setting=("member", "d"), metrics=("mse", "final_train_loss"), records="*/seed*/metrics.json",
     curves=lambda r: [(f"d={r['setting']['d']}", "weight-blind" if r["weight_blind"] else "model", epoch, "train loss", v)
                       for m in r["by_member"].values() for epoch, v in enumerate(m["train_loss"], start=1)])
@@ -114,7 +113,7 @@ RUNS = records.RunSpec(  # the records as table rows
 
 def table(model: list[str], blind: list[str]) -> pd.DataFrame:
     """Held-out MSE per member over seeds, and over the weight-blind baseline's."""
-    runs, base = records.load_runs(model, RUNS), records.load_runs(blind, RUNS)
+    runs, base = load_runs(model, RUNS), load_runs(blind, RUNS)
     out = summarise_by(runs, ["member"], ["mse"])
     return out.assign(mse_over_blind=out.mse_mean / summarise_by(base, ["member"], ["mse"]).mse_mean)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from algo_emu import records
+from algo_emu import tables
 from tools.commands import Step, arg, steps_parser
 from algo_emu.config import SECTIONS
 from algo_emu.io import read_json, write_text
@@ -108,10 +108,10 @@ def collect(results: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
 # Learning curves: one tidy frame from the per-seed records
 # ---------------------------------------------------------------------------------------------------------
 
-CURVE_COLUMNS = records.CURVE_COLUMNS
+CURVE_COLUMNS = tables.CURVE_COLUMNS
 
 
-def curve_specs() -> list[tuple[str, "records.RunSpec"]]:
+def curve_specs() -> list[tuple[str, "tables.RunSpec"]]:
     """(label, RunSpec) of every trained experiment's records that hold learning curves, in the report's order, as
     each experiment's spec declares them (``runs``): where each record sits and what curves it holds are declared
     there (``records``, ``curves``), not here. Imports the experiment modules (and so torch)."""
@@ -122,7 +122,7 @@ def curve_specs() -> list[tuple[str, "records.RunSpec"]]:
 
 def learning_curves(ref_dir: str | os.PathLike) -> pd.DataFrame:
     """Every recorded per-epoch value of E1-E4 in ``ref_dir`` as one tidy frame (CURVE_COLUMNS)."""
-    rows = [row for label, spec in curve_specs() for row in records.load_curves(ref_dir, spec, label)]
+    rows = [row for label, spec in curve_specs() for row in tables.load_curves(ref_dir, spec, label)]
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 

@@ -40,7 +40,7 @@ threads and device (:func:`algo_emu.runtime.resolve_device`); the :class:`TrainC
 section (:func:`train_config`: schema defaults for the keys a section leaves out); the fingerprint of a training run
 (its parameters and seeds) handed to :func:`train_ensemble`; timing (the job's wall clock from the runner's start)
 and the environment record; the provenance block of every per-seed record and writing
-``<out_dir>/seed<k>/metrics.json`` (read back by :mod:`algo_emu.records`).
+``<out_dir>/seed<k>/metrics.json`` (read back by :mod:`algo_emu.tables`).
 """
 
 from __future__ import annotations

@@ -53,13 +53,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from algo_emu import records
 from tools import commands
 from tools.commands import Step, arg
 from algo_emu.guard import LockHeld, hold_lock
 from algo_emu.io import read_json, sha256_file, utc_now, write_json
 from tools.campaign.load import LoadMonitor
 from algo_emu.runtime import REPO_ROOT, hardware
+from algo_emu.tables import record_commits
 
 DEFAULT_DIR = "results/reference/paper-scale"
 DEFAULT_CONFIG = "config/config.yaml"
@@ -295,7 +295,7 @@ def setting_status(set_dir: Path, state: dict, s: Setting) -> str:
     entry = state["settings"].get(s.name, {})
     present = [p.is_file() for p in _records_in_set(set_dir, s)]
     if all(present):
-        commits = {c for p in _records_in_set(set_dir, s) for c in records.record_commits(read_json(p))}
+        commits = {c for p in _records_in_set(set_dir, s) for c in record_commits(read_json(p))}
         if commits == {state["commit"]}:
             return "done"
         earlier = {m["to"] for m in state["moves"]}  # made by this campaign before an explicit move
@@ -692,7 +692,7 @@ def finish_setting(set_dir: Path, wt: Path, state: dict, s: Setting, calls: list
         dest = set_dir / s.set_path(r)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(wt / r, dest)
-    commits = {c for r in s.records for c in records.record_commits(read_json(set_dir / s.set_path(r)))}
+    commits = {c for r in s.records for c in record_commits(read_json(set_dir / s.set_path(r)))}
     if commits != {state["commit"]}:
         raise CampaignError(f"setting {s.name}: records name commits {sorted(map(str, commits))}, the campaign is "
                             f"pinned to {state['commit']}")

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from algo_emu import records
 from algo_emu.io import read_json, write_text
 from algo_emu.runtime import REPO_ROOT, cpu_label
 from algo_emu.specs import SPECS
+from algo_emu.tables import record_commits
 
 STATUS_WORDS = {
     "done": "done at the pinned commit",
@@ -348,7 +348,7 @@ def provenance(set_dir: Path, state: dict, rows: list, page_commit: str, root: P
     for s, st, _ in rows:
         if st in ("legacy", "partial"):
             present = [p for p in (set_dir / s.set_path(r) for r in s.records) if p.is_file()]
-            made = sorted({str(c)[:12] for p in present for c in records.record_commits(read_json(p))})
+            made = sorted({str(c)[:12] for p in present for c in record_commits(read_json(p))})
             left_out.append(f"- `{s.name}`: {STATUS_WORDS[st]} ({len(present)} of {len(s.records)} records; "
                             f"commit(s) {', '.join(made)})")
     todo = [(s, st) for s, st, _ in rows if st not in ("done", "adopted")]

@@ -12,12 +12,11 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from algo_emu import ablation as abl
-from algo_emu import records
 from algo_emu.data.ames_fits import ALGORITHMS
 from algo_emu.data.ames_prompts import prompt_sets
 from algo_emu.io import current_names, read_json, write_csv
-from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.tables import summarise_by, write_table
+from algo_emu.tables import Get, KEY, RunSpec, summarise_by, write_table
+from algo_emu.tables import load_runs as _load_runs  # (this module's load_runs is its own RunSpec's)
 import math
 from algo_emu.report.replication import (NAN, Row, Rule, Scale, Z_AGREE, cite, finite, first_row, gate_cite, learned_from_ratio, scale_of, to_float)
 
@@ -194,7 +193,7 @@ RUN_COLUMNS = list(RUNS.columns)
 
 def load_runs(paths: Sequence[str]) -> pd.DataFrame:
     """One row per (mode, prompt set, seed) from metrics.json files (:data:`RUNS`)."""
-    return records.load_runs(paths, RUNS)
+    return _load_runs(paths, RUNS)
 
 
 def ablation_runs(paths: Sequence[str]) -> pd.DataFrame:

@@ -9,14 +9,13 @@ import numpy as np
 import pandas as pd
 
 from algo_emu import paper_values
-from algo_emu import records
 from algo_emu.data import heads as hd
 from algo_emu.experiments.heads_settings import METRICS, headline, p_sweep_protocol
 from algo_emu.experiments.heads_converged import RULES  # noqa: F401  (E1's own rules: those at convergence)
 from algo_emu.fit import fit_rates, fit_rates_summary, too_few
 from algo_emu.io import write_json
-from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.tables import require_columns, summarise_by, write_table
+from algo_emu.tables import Get, KEY, require_columns, RunSpec, summarise_by, write_table
+from algo_emu.tables import load_runs as _load_runs  # (this module's load_runs is its own RunSpec's)
 from pathlib import Path
 import json
 from typing import Mapping, Sequence
@@ -94,7 +93,7 @@ RUNS = RunSpec(
 def load_runs(paths: list[str]) -> pd.DataFrame:
     """One row per (protocol, setting, seed, target) from metrics.json files (:data:`RUNS`; a variant's record is
     refused)."""
-    return records.load_runs(paths, RUNS)
+    return _load_runs(paths, RUNS)
 
 
 def _target_order(primary: str) -> list[str]:

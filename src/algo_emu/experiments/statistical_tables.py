@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from algo_emu import ablation as ab
-from algo_emu import paper_values, records
+from algo_emu import paper_values
 from algo_emu.io import read_json, write_csv
-from algo_emu.records import KEY, Get, RunSpec
-from algo_emu.tables import summarise_by, write_table
+from algo_emu.tables import Get, KEY, last, RunSpec, summarise_by, write_table
+from algo_emu.tables import load_runs as _load_runs  # (this module's load_runs is its own RunSpec's)
 from pathlib import Path
 from typing import Mapping
 from algo_emu.report.replication import (Z_AGREE, Row, Rule, agreement_one_model, cite, first_row, gate, gate_cite, learned_from_row, scale_of)
@@ -96,7 +96,7 @@ RUNS = RunSpec(
         "mode": "mode", "heads": "setting.heads", "seed": "seed", "algorithm": KEY,
         "mse": lambda m, key, e: e[m["headline"]], "mse_is": "headline", "emulation": "@.emulation",
         "prediction": "@.prediction", "alg_error": "@.algorithm",
-        "final_train_loss": records.last("train_history"),
+        "final_train_loss": last("train_history"),
         "epochs": "params.epochs", "n_prompts": "params.n_prompts",
         "bit_identical": "frozen.bit_identical", "device": "environment.train.device", "config_hash": "config_hash",
         "blind_mse": Get("blind.mse.{key}", float("nan")),
@@ -109,7 +109,7 @@ RUNS = RunSpec(
 
 def load_runs(paths: list[str]) -> pd.DataFrame:
     """One row per (mode, heads, seed, algorithm) from metrics.json files (:data:`RUNS`)."""
-    return records.load_runs(paths, RUNS)
+    return _load_runs(paths, RUNS)
 
 
 def ablation_rows(paths: list[str]) -> pd.DataFrame:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import pandas as pd
 
 from algo_emu import ablation as ab
-from algo_emu import records
 from algo_emu.io import read_json, write_csv
-from algo_emu.records import KEY, RunSpec
-from algo_emu.tables import summarise_by, write_table
+from algo_emu.tables import KEY, last, RunSpec, summarise_by, write_table
+from algo_emu.tables import load_runs as _load_runs  # (this module's load_runs is its own RunSpec's)
 from pathlib import Path
 from typing import Mapping
 from algo_emu.report.replication import (Row, Rule, all_of, cite, finite, graded, learned_from_ratio, learned_from_row, scale_of, to_float)
@@ -103,7 +102,7 @@ RUNS = RunSpec(
         "f": KEY, "p": "setting.p", "heads": "setting.heads", "seed": "seed",
         "mse": "@.mse", "rel_mse": "@.rel_mse", "target_var": "@.target_var",
         "gd_mse": "@.gd_mse", "gd_rel": "@.gd_rel", "step_sq_norm": "@.step_sq_norm",
-        "final_train_loss": records.last("@.train_loss"),
+        "final_train_loss": last("@.train_loss"),
         "eta": "params.gd_eta", "x_dist": "params.x_dist", "x_scale": "params.x_scale",
         "epochs": "params.epochs", "n_prompts": "params.n_prompts",
         "device": "environment.device", "config_hash": "config_hash",
@@ -125,12 +124,12 @@ BLIND_RUNS = RunSpec(
 
 def load_runs(paths: list[str]) -> pd.DataFrame:
     """One row per (p, seed, f) from metrics.json files (:data:`RUNS`)."""
-    return records.load_runs(paths, RUNS)
+    return _load_runs(paths, RUNS)
 
 
 def load_blind(paths: list[str]) -> pd.DataFrame:
     """One row per (p, seed, f) from the weight-blind baseline's metrics.json files (:data:`BLIND_RUNS`)."""
-    return records.load_runs(paths, BLIND_RUNS)
+    return _load_runs(paths, BLIND_RUNS)
 
 
 def ablation_rows(metrics: list[str], blind: pd.DataFrame) -> pd.DataFrame:

