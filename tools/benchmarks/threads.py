@@ -4,8 +4,9 @@ On a 2-core machine a paper-scale run has two ways to use both cores: one job at
 configs' ``threads: 2``), or two jobs side by side with one thread each (``--set-threads <rule>=1`` with ``--cores
 2``). At E1's shapes (small matrices, a single-threaded attention kernel) a second thread speeds one job up by less
 than two, so the second way may train more per hour. This script measures both in one run, on the real step:
-``python -m algo_emu heads train`` of the paper config's E1 setting (published protocol, ``--heads`` heads, p = 60,
-three seeds, the convergence candidates' cosine schedule), ``--epochs`` epochs from scratch each time:
+``python -m algo_emu heads train`` of E1's first convergence candidate as the checkout's ``config/config.yaml`` gives
+it (published protocol, ``--heads`` heads, p = ``heads.p_heads_sweep``, the convergence check's seeds), ``--epochs``
+epochs from scratch each time:
 
 * ``two_threads``: one job, two threads, alone;
 * ``one_thread``: one job, one thread, alone;
@@ -34,24 +35,31 @@ import sys
 import tempfile
 from pathlib import Path
 
-PARAMS = {"attention": "auto", "batch_size": 32, "checkpoint_every": 1, "compile": True, "d": 24, "eval_batch_size": 32,
-          "eval_every": 10, "hidden": 48, "lr": 0.001, "lr_schedule": "cosine", "n_prompts": 50000, "n_tokens": 20,
-          "target_hidden": 48, "test_fraction": 0.2}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
-def _job(out: Path, heads: int, epochs: int) -> str:
-    return json.dumps({"H": heads, "p": 60, "protocol": "published", "seeds": [0, 1, 2], "device_spec": "auto",
-                       "data_paths": ["data/heads/published/dataset.pt"], "out_dir": str(out),
-                       "checkpoint": str(out / "checkpoint.pt"), "variant": "benchmark-threads",
-                       "params": dict(PARAMS, epochs=epochs)})
+def setting(checkout: Path, heads: int, epochs: int) -> dict:
+    """The job's setting: the train step's params of the config's first convergence candidate (as its rule builds
+    them), with ``epochs`` in place of the candidate's."""
+    from algo_emu.config import load_config
+    from algo_emu.experiments.heads_settings import candidate_train_params, candidates
+
+    h = load_config(checkout / "config" / "config.yaml", gpu_check=False)["heads"]
+    params = dict(candidate_train_params(h, candidates(h)[0]["name"]), epochs=epochs)
+    return {"H": heads, "p": h["p_heads_sweep"], "seeds": list(h["convergence"]["seeds"]), "params": params}
 
 
-def _start(checkout: Path, out: Path, heads: int, epochs: int, threads: int) -> subprocess.Popen:
+def _job(out: Path, job: dict) -> str:
+    return json.dumps(dict(job, protocol="published", device_spec="auto", data_paths=["data/heads/published/dataset.pt"],
+                           out_dir=str(out), checkpoint=str(out / "checkpoint.pt"), variant="benchmark-threads"))
+
+
+def _start(checkout: Path, out: Path, job: dict, threads: int) -> subprocess.Popen:
     out.mkdir(parents=True)
     env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
-    log = open(out / "train.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "algo_emu", "heads", "train", _job(out, heads, epochs),
-                             "--threads", str(threads)], cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(out / "train.log", "w") as log:  # the child keeps its own handle
+        return subprocess.Popen([sys.executable, "-m", "algo_emu", "heads", "train", _job(out, job),
+                                 "--threads", str(threads)], cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _wait(procs: list[subprocess.Popen], outs: list[Path]) -> None:
@@ -60,8 +68,8 @@ def _wait(procs: list[subprocess.Popen], outs: list[Path]) -> None:
             raise SystemExit(f"{out}: the training job failed; see {out / 'train.log'}")
 
 
-def _read(out: Path) -> dict:
-    recs = [json.loads((out / f"seed{s}" / "metrics.json").read_text()) for s in (0, 1, 2)]
+def _read(out: Path, seeds: list[int]) -> dict:
+    recs = [json.loads((out / f"seed{s}" / "metrics.json").read_text()) for s in seeds]
     epochs = recs[0]["timing"]["epoch_seconds"]
     return {"epoch_seconds": epochs, "median_epoch_seconds": statistics.median(epochs[1:]),
             "train_loss": [[h["train_loss"] for h in r["history"]] for r in recs],
@@ -69,16 +77,17 @@ def _read(out: Path) -> dict:
 
 
 def measure(checkout: Path, heads: int, epochs: int) -> dict:
+    job = setting(checkout, heads, epochs)
     with tempfile.TemporaryDirectory(prefix="threads-") as tmp:
         tmp = Path(tmp)
         runs = {}
         for name, threads in (("two_threads", 2), ("one_thread", 1)):
             out = tmp / name
-            _wait([_start(checkout, out, heads, epochs, threads)], [out])
-            runs[name] = _read(out)
+            _wait([_start(checkout, out, job, threads)], [out])
+            runs[name] = _read(out, job["seeds"])
         outs = [tmp / "side_by_side_a", tmp / "side_by_side_b"]
-        _wait([_start(checkout, o, heads, epochs, 1) for o in outs], outs)
-        a, b = (_read(o) for o in outs)
+        _wait([_start(checkout, o, job, 1) for o in outs], outs)
+        a, b = (_read(o, job["seeds"]) for o in outs)
     runs["side_by_side"] = {"jobs": [a, b], "median_epoch_seconds": statistics.median(
         a["epoch_seconds"][1:] + b["epoch_seconds"][1:])}
     ref = runs["two_threads"]
@@ -86,8 +95,8 @@ def measure(checkout: Path, heads: int, epochs: int) -> dict:
     same = {name: all(r["train_loss"] == ref["train_loss"] for r in rs) for name, rs in others.items()}
     mse_diff = {name: max(abs(a - b) / abs(b) for r in rs for got, want in zip(r["test_mse"], ref["test_mse"])
                           for a, b in zip(got.values(), want.values())) for name, rs in others.items()}
-    return {"what": __doc__.split("\n\n")[0], "setting": {"heads": heads, "p": 60, "seeds": 3, "epochs": epochs,
-                                                          **PARAMS},
+    return {"what": __doc__.split("\n\n")[0], "setting": {"heads": heads, "p": job["p"], "seeds": len(job["seeds"]),
+                                                          **job["params"]},
             "cpu": _cpu(), "runs": runs, "train_losses_bit_identical_to_two_threads": same,
             "test_mse_max_relative_difference_to_two_threads": mse_diff,
             "throughput_side_by_side_over_two_threads": round(
@@ -97,7 +106,6 @@ def measure(checkout: Path, heads: int, epochs: int) -> dict:
 
 
 def _cpu() -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     from algo_emu.runtime import cpu_model_name
 
     return {"model": cpu_model_name(), "logical_cores": os.cpu_count()}
@@ -105,7 +113,8 @@ def _cpu() -> dict:
 
 def markdown(res: dict) -> str:
     r = res["runs"]
-    lines = [f"# {res['what']}", "", f"E1, H = {res['setting']['heads']}, p = 60, 3 seeds, {res['setting']['epochs']} "
+    st = res["setting"]
+    lines = [f"# {res['what']}", "", f"E1, H = {st['heads']}, p = {st['p']}, {st['seeds']} seeds, {st['epochs']} "
              f"epochs from scratch per run; {res['cpu']['model']}, {res['cpu']['logical_cores']} logical cores "
              "(`tools/benchmarks/threads.py`).", "",
              "| run | median epoch (s) | train losses as two threads give them, bit for bit | test MSE, largest "

@@ -204,17 +204,14 @@ def run_specs() -> list[tuple[str, object]]:
 # statistical, ames) hash their own run parameters and are unchanged.
 # ---------------------------------------------------------------------------------------------------------
 
-#: Every step's declaration, from each experiment's spec (:attr:`Spec.reads`).
-_ALL = tuple(r for spec in SPECS for r in spec.reads)
-
 #: Keys a rule passes only when they hold another value than this one (their schema default, which is also the
 #: behaviour a step has without them): adding such a key to a step leaves the params of every job that does not use
 #: it as they were, so Snakemake (whose params are a job's rerun trigger) does not rerun finished results for it.
 #: A step that lacks one takes the schema default (:func:`algo_emu.train.train_config`).
 OMITTED_AT: dict[str, Any] = {"lr_schedule": "constant"}
 
-#: (section, step) -> what it reads.
-READS: dict[tuple[str, str], Reads] = {(r.section, r.step): r for r in _ALL}
+#: (section, step) -> what it reads: every step's declaration, from each experiment's spec (:attr:`Spec.reads`).
+READS: dict[tuple[str, str], Reads] = {(r.section, r.step): r for spec in SPECS for r in spec.reads}
 
 
 def reads(section: str, step: str) -> Reads:
