@@ -157,7 +157,11 @@ def build(set_dir: Path, page_commit: str) -> None:
     if imported["converged"]:
         page += ["## The heads table at convergence", "", (cdir / CONVERGED[1]).read_text().strip(), "",
                  f"![E1 at convergence]({CONVERGED[4]})", ""]
-    else:
+    elif (pd.read_csv(cdir / CHECK[0]).selected == "yes").any():
         page += ["## The heads table at convergence", "", "Not trained yet (`snakemake heads_converged` in the same "
                  "checkout, then import again).", ""]
+    else:  # the check selected nothing: the table is refused, not pending
+        page += ["## The heads table at convergence", "", "Not trained: no candidate converges at every H (the check "
+                 "above), so `snakemake heads_converged` refuses. A candidate added to heads.convergence.candidates is "
+                 "checked the same way.", ""]
     write_page(cdir, page, imported, KIND)

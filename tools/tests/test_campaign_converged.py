@@ -143,3 +143,17 @@ def test_a_bad_run_is_refused_by_name_and_the_set_keeps_its_import(run, case, me
         cc.import_converged(run["set"], run["both"], CONFIG)
     assert (run["set"] / cc.SUBDIR / "manifest.json").read_text() == before
     assert mf.verify(run["set"] / cc.SUBDIR) == [] and not list(run["set"].glob(".converged.*"))
+
+
+def test_a_check_that_selects_nothing_says_the_table_is_refused_not_pending(run):
+    co = run["check"]
+    cfg = yaml.safe_load((co / CONFIG).read_text())
+    cfg["heads"]["convergence"]["tolerance"] = 1e-12  # no two budgets agree that closely: nothing converges
+    (co / CONFIG).unlink()  # a new file: the original is a hard link to the module's run
+    (co / CONFIG).write_text(yaml.safe_dump(cfg))
+    _snakemake(co, "heads_convergence")  # the check table alone is rebuilt; the records stay
+    assert cc.import_converged(run["set"], co, CONFIG)["converged"] is False
+    cc.build(run["set"], "p" * 12)
+    page = (run["set"] / cc.SUBDIR / "README.md").read_text()
+    assert "No candidate converges at every H" in page and "Selected protocol" not in page
+    assert "Not trained: no candidate converges at every H" in page and "Not trained yet" not in page
